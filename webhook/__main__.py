@@ -1,0 +1,7 @@
+"""``python -m webhook`` runs the ``gpu-admission`` command line."""
+
+import sys
+
+from webhook.cli import main
+
+sys.exit(main())

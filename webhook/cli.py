@@ -1,0 +1,130 @@
+"""The ``gpu-admission`` command line: a thin front door over the engine.
+
+Exit codes of ``check`` (an interface CI pipelines rely on):
+0 every object would be admitted, 1 at least one would be denied, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence, TextIO
+
+from webhook import engine, report, settings as settings_mod, sources
+from webhook.explain import render_explain
+from webhook.settings import MODES, SettingsError
+from webhook.workloads import documents
+
+EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
+
+_DESCRIPTION = """\
+gpu-admission keeps multi-GPU AI workloads on homogeneous, fitting GPU hardware.
+It reads what a pod runs (vLLM, TGI, SGLang, TensorRT-LLM, NIM, torchrun, ...), sizes the model,
+and pins it to the right hardware tier with a node affinity, or denies what cannot work."""
+
+_CHECK_EPILOG = """\
+examples:
+  gpu-admission check examples/
+  helm template my-chart | gpu-admission check - --output junit > report.xml
+  gpu-admission check deploy.yaml --mode audit --output json
+
+exit codes: 0 all admitted, 1 any denied, 2 usage or input error"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with 2 on usage errors, which is exactly the documented code."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpu-admission", description=_DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    check = sub.add_parser(
+        "check", help="judge manifests offline, as the cluster's webhook would",
+        description="Judge Kubernetes manifests offline with the same engine as the live webhook.",
+        epilog=_CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("paths", nargs="*", metavar="PATH",
+                       help="files, directories (recursive *.yaml, *.yml, *.json) or - for stdin")
+    check.add_argument("--output", choices=("text", "json", "junit"), default="text",
+                       help="report format (default: text)")
+    check.add_argument("--mode", choices=MODES, default=None,
+                       help="enforce: violations deny; audit: admit and warn (default: the policy's mode)")
+    check.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
+    check.add_argument("--no-mutate", action="store_true",
+                       help="judge objects as written, not as they are after the mutating webhook")
+
+    explain = sub.add_parser(
+        "explain", help="show the analysis of a manifest for people",
+        description="Profile, candidate GPUs with memory fit and decode estimate, and the verdict.")
+    explain.add_argument("file", metavar="FILE", help="manifest file (or - for stdin)")
+    explain.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
+    explain.add_argument("--mode", choices=MODES, default=None, help="enforce or audit")
+    return parser
+
+
+def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
+          mutate: bool | None) -> list[report.Row]:
+    rows: list[report.Row] = []
+    for doc in docs:
+        for pointer, obj in documents(doc.obj):
+            for result in engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer):
+                rows.append(report.Row(doc.source, obj, pointer, result))
+    return rows
+
+
+def _prepare(paths: Sequence[str], config: str | None, err: TextIO) -> tuple[
+        list[sources.Document], settings_mod.Settings] | None:
+    try:
+        settings = settings_mod.load(config)
+        docs = sources.load(paths)
+    except (SettingsError, sources.InputError) as exc:
+        print(f"gpu-admission: {exc}", file=err)
+        return None
+    return docs, settings
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not args.paths:
+        print("gpu-admission check: give a file, a directory or - for stdin", file=err)
+        return EXIT_USAGE
+    prepared = _prepare(args.paths, args.config, err)
+    if prepared is None:
+        return EXIT_USAGE
+    docs, settings = prepared
+    rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None)
+    render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
+    out.write(render[args.output](rows))
+    if args.output == "json":
+        out.write("\n")
+    return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    prepared = _prepare([args.file], args.config, err)
+    if prepared is None:
+        return EXIT_USAGE
+    docs, settings = prepared
+    rows = _rows(docs, settings, mode=args.mode, mutate=None)
+    if not rows:
+        out.write("no pod templates found (kinds without pods pass through unjudged)\n")
+        return EXIT_OK
+    out.write(render_explain(rows, settings))
+    return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
+        return int(exc.code or 0)
+    commands = {"check": cmd_check, "explain": cmd_explain}
+    return commands[args.command](args, out, err)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

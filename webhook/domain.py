@@ -1,0 +1,223 @@
+"""Domain values shared by the pure core.
+
+Every stage of the pipeline (workloads -> inference -> policy -> patches) hands the next one
+frozen dataclasses from this module, so a stage can be tested with plain values and no stage can
+mutate what another one saw. Nothing here does I/O or knows about Flask or the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+JSON = Any
+"""A JSON-compatible value as decoded by ``json``/``yaml`` (dict, list, str, int, float, bool, None)."""
+
+
+# --------------------------------------------------------------------------- launchers / inference
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What one container's launcher says about the workload, before model sizes are looked up.
+
+    Produced by ``launchers.parse_container``; every field is ``None`` when the launcher does not
+    say it. ``hidden`` lists human descriptions of values that come from a ConfigMap or Secret
+    (``valueFrom``/``envFrom``) and therefore cannot be known at admission time.
+    """
+
+    framework: str | None = None
+    """``vllm``, ``tgi``, ``sglang``, ``tensorrt-llm``, ``triton-trtllm``, ``nim``, ``kserve-hf``,
+    ``lmdeploy``, ``ollama``, ``torchrun``, ``accelerate``, ``deepspeed``, ``megatron``, ``nemo``."""
+    role: str | None = None
+    """``inference`` or ``training``."""
+    model: str | None = None
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    data_parallel: int | None = None
+    expert_parallel: int | None = None
+    tp_is_total: bool = False
+    """True when the launcher's TP counts GPUs across all nodes of a group (SGLang ``--tp``)."""
+    uses_all_gpus: bool = False
+    """True when the launcher shards over every visible GPU when TP is not given (TGI)."""
+    nnodes: int | None = None
+    procs_per_node: int | None = None
+    """torchrun ``--nproc-per-node`` and friends, when an integer."""
+    total_procs: int | None = None
+    """accelerate ``--num_processes`` (total across machines)."""
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = None
+    hidden: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Facts worth a warning that are not violations (e.g. ``args cut at 256 items``)."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Size facts about one model, from the bundled catalog or from name rules."""
+
+    name: str
+    params_b: float
+    """Total parameters in billions."""
+    active_params_b: float | None = None
+    """Active parameters per token for mixture-of-experts models, else ``None``."""
+    kind: str = "llm"
+    """``llm``, ``embedding``, ``diffusion``, ``vision`` or ``other``."""
+    layers: int | None = None
+    native_dtype: str | None = None
+    """Dtype the weights ship in when it is not bf16 (``fp8`` for DeepSeek-V3, ``mxfp4`` for gpt-oss)."""
+    name_quantization: str | None = None
+    """Quantization read off the name (``awq``, ``gptq``, ``fp8``, ``int4``, ``bnb-4bit``, ``gguf-q4_k_m``)."""
+    source: str = "catalog"
+    """``catalog``, ``name`` (parsed from the id or path) or ``annotation``."""
+
+
+@dataclass(frozen=True)
+class WorkloadProfile:
+    """What the engine believes a pod runs. Serialised as the ``profile`` object of ``check``."""
+
+    framework: str | None = None
+    model: str | None = None
+    params_b: float | None = None
+    active_params_b: float | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    data_parallel: int | None = None
+    gpus_per_pod: int = 0
+    pods: int = 1
+    # ---- not serialised in the public profile, used by policy and explain
+    role: str | None = None
+    kind: str | None = None
+    bytes_per_param: float | None = None
+    layers: int | None = None
+    gpu_memory_utilization: float | None = None
+    tp_declared: bool = False
+    gpus_used: int | None = None
+    """GPUs the declared parallelism uses across the whole group (TP x PP x in-launch DP, torchrun
+    processes, ...), ``None`` when the launcher does not say."""
+    hidden: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    tier_override: str | None = None
+    container: str | None = None
+    """Name of the container the profile was read from (the one running the launcher)."""
+
+    def public(self) -> dict[str, JSON]:
+        """The stable JSON shape of ``profile`` in ``check --output json``."""
+        return {
+            "framework": self.framework,
+            "model": self.model,
+            "params_b": self.params_b,
+            "active_params_b": self.active_params_b,
+            "dtype": self.dtype,
+            "quantization": self.quantization,
+            "tensor_parallel": self.tensor_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
+            "data_parallel": self.data_parallel,
+            "gpus_per_pod": self.gpus_per_pod,
+            "pods": self.pods,
+        }
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+@dataclass(frozen=True)
+class GpuProduct:
+    """One GPU product of the bundled catalog (``data/gpus.yaml``)."""
+
+    id: str
+    """Canonical id, e.g. ``A100-SXM4-80GB``."""
+    memory_gib: float
+    bandwidth_gbs: float
+    interconnect: str
+    """``nvlink``, ``nvlink-bridge``, ``pcie``, ``infinity-fabric``."""
+    interconnect_gbs: float
+    compute_capability: str
+    family: str
+    memory_type: str
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Label scheme (``gfd``, ``gke``, ``karpenter``, ``amd``) -> label values naming this product."""
+
+
+@dataclass(frozen=True)
+class LabelOption:
+    """A node label value the engine can pin, with the conservative spec of what it selects.
+
+    Under coarse schemes one value names several products (Karpenter ``a100`` = 40 GB and 80 GB);
+    ``spec`` is then the weakest of them (least memory, least bandwidth), so a fit is never promised
+    that a node with that label might not keep.
+    """
+
+    value: str
+    spec: GpuProduct
+    products: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParsedLabel:
+    """A product label value read back into catalog terms (``-SHARED``, ``-MIG-*`` recognised)."""
+
+    value: str
+    product: str | None
+    """Catalog id, or ``None`` when the value is unknown."""
+    shared: bool = False
+    mig_profile: str | None = None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Memory fit and speed estimate of one profile on one label option (``sizing.fit``)."""
+
+    value: str
+    fits: bool
+    need_gib: float | None
+    """Per-GPU memory needed (weights share + overhead + KV room), ``None`` if the model is unknown."""
+    usable_gib: float
+    """GPU memory x utilization."""
+    decode_ms: float | None
+    """Estimated decode time per token at batch 1, ``None`` if unknown."""
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule the object breaks. ``path`` is a JSON pointer relative to the judged document."""
+
+    code: str
+    message: str
+    path: str
+
+    def public(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message, "path": self.path}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the pod may land: node label key and the label values of the chosen products."""
+
+    label_key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict on one pod template."""
+
+    allowed: bool
+    mode: str
+    tier: str | None
+    placement: Placement | None
+    """Products the pod may land on after admission; ``None`` when it is not constrained."""
+    violations: tuple[Violation, ...] = ()
+    """In ``enforce`` mode these deny; in ``audit`` mode they are reported as warnings."""
+    warnings: tuple[str, ...] = ()
+    fits: tuple[Fit, ...] = ()
+    patch_needed: bool = False
+    """True when the pod's node selection must be narrowed to ``placement`` (mutation)."""

@@ -1,0 +1,67 @@
+"""The pure pipeline both front doors call: object -> templates -> profiles -> decisions -> patches.
+
+The HTTP server and the ``check`` CLI call :func:`judge` and nothing below it, so the live webhook
+and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immutable settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from webhook import inference, patches, policy
+from webhook.domain import Decision, JSON, WorkloadProfile
+from webhook.settings import Settings
+from webhook.workloads import PodTemplate, pod_templates
+
+
+@dataclass(frozen=True)
+class TemplateResult:
+    """The verdict on one pod template of an object."""
+
+    template: PodTemplate
+    profile: WorkloadProfile
+    decision: Decision
+    patch: tuple[dict[str, JSON], ...]
+    """RFC 6902 ops relative to the document that was judged (empty when nothing changes)."""
+
+
+def _metadata(obj: Any) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
+          prefix: str = "") -> tuple[TemplateResult, ...]:
+    """Judge every pod template of ``obj``; kinds without pod templates give ``()``.
+
+    ``mode`` defaults to the policy's mode, ``mutate`` to the policy's ``mutate``; ``prefix`` is the
+    JSON pointer of ``obj`` inside the judged document (List items)."""
+    mode = mode or settings.mode
+    mutate = settings.mutate if mutate is None else mutate
+    results: list[TemplateResult] = []
+    leader: WorkloadProfile | None = None
+    for template in pod_templates(obj, prefix):
+        inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
+        if template.template == "leader":
+            leader = inferred.profile
+        decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
+                                 problems=inferred.problems)
+        ops: tuple[dict[str, JSON], ...] = ()
+        if decision.patch_needed and decision.placement is not None:
+            ops = tuple(patches.build(template.pointer, template.spec, decision.placement))
+        results.append(TemplateResult(template, inferred.profile, decision, ops))
+    return tuple(results)
+
+
+def object_identity(obj: Any) -> dict[str, JSON]:
+    """apiVersion, kind, name and namespace of an object (``None`` where absent)."""
+    meta = _metadata(obj)
+    ident = obj if isinstance(obj, Mapping) else {}
+    return {
+        "apiVersion": ident.get("apiVersion") if isinstance(ident.get("apiVersion"), str) else None,
+        "kind": ident.get("kind") if isinstance(ident.get("kind"), str) else None,
+        "name": meta.get("name") if isinstance(meta.get("name"), str) else meta.get("generateName")
+        if isinstance(meta.get("generateName"), str) else None,
+        "namespace": meta.get("namespace") if isinstance(meta.get("namespace"), str) else None,
+    }

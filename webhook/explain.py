@@ -1,0 +1,70 @@
+"""``gpu-admission explain``: the engine's reasoning as a table for people.
+
+Shows the inferred profile, every product of every tier with its memory fit and estimated decode
+time (so "why not L40S?" has a numeric answer), and the verdict with its reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from webhook.domain import WorkloadProfile
+from webhook.policy import tier_fits
+from webhook.report import Row, _label
+from webhook.settings import Settings
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _profile_lines(p: WorkloadProfile) -> list[str]:
+    precision = p.quantization or p.dtype or "bf16 (default)"
+    bpp = f" ({p.bytes_per_param:g} bytes/param)" if p.bytes_per_param else ""
+    params = "unknown" if p.params_b is None else f"{p.params_b:g}B"
+    if p.active_params_b:
+        params += f" total, {p.active_params_b:g}B active"
+    parallel = "-" if p.tensor_parallel is None else f"TP{p.tensor_parallel} x PP{p.pipeline_parallel or 1}"
+    if p.data_parallel:
+        parallel += f" x DP{p.data_parallel}"
+    rows = [
+        ("framework", p.framework or "unknown"),
+        ("role", p.role or "-"),
+        ("model", p.model or "unknown"),
+        ("parameters", params),
+        ("precision", precision + bpp),
+        ("parallelism", parallel),
+        ("GPUs", f"{p.gpus_per_pod} per pod x {p.pods} pod(s)"),
+    ]
+    return [f"  {k:<12} {v}" for k, v in rows]
+
+
+def render_explain(rows: Sequence[Row], settings: Settings) -> str:
+    out: list[str] = []
+    for row in rows:
+        d, p = row.result.decision, row.result.profile
+        out.append(f"== {row.source}  {_label(row)}")
+        out.append("Profile")
+        out.extend(_profile_lines(p))
+        if p.gpus_per_pod > 0:
+            out.append(f"Candidates ({settings.label_key}; * = tier chosen)")
+            out.append(f"  {'':1} {'label value':<34} {'tier':<11} {'fits':<5} {'need/usable GiB':<17} decode ms/token")
+            for tier in settings.tiers:
+                for fit in tier_fits(p, tier, settings):
+                    mark = "*" if tier.name == d.tier else " "
+                    need = f"{_fmt(fit.need_gib)} / {_fmt(fit.usable_gib)}"
+                    out.append(f"  {mark} {fit.value:<34} {tier.name:<11} {'yes' if fit.fits else 'no':<5} "
+                               f"{need:<17} {_fmt(fit.decode_ms)}")
+        verdict = "ALLOWED" if d.allowed else "DENIED"
+        where = f"; lands on {', '.join(d.placement.values)}" if d.placement else ""
+        tier = f"tier {d.tier}" if d.tier else "not constrained"
+        out.append(f"Verdict: {verdict} ({d.mode}), {tier}{where}")
+        if row.result.patch:
+            out.append(f"  the mutating webhook adds {len(row.result.patch)} patch op(s) pinning {settings.label_key}")
+        for v in d.violations:
+            out.append(f"  {v.code}: {v.message}")
+        for w in d.warnings:
+            if not any(w == f"{v.code}: {v.message}" for v in d.violations):
+                out.append(f"  warning: {w}")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,346 @@
+"""The rules: profile + pod template + settings -> Decision.
+
+Every outcome is either a ``Violation(code, message, path)`` or a warning string; messages say what
+to change, with numbers. Codes are stable (scripts and dashboards match on them):
+
+- ``missing-homogeneous-selector``: multi-GPU pod whose node selection does not pin the GPU product
+  to its tier (fixable: the mutating patch pins it);
+- ``tier-mismatch``: the pod pins products outside its tier (never silently overridden);
+- ``tp-exceeds-gpus``: the declared parallelism needs more GPUs than the pod (group) requests;
+- ``model-does-not-fit``: no product of the tier holds the model at that parallelism;
+- ``invalid-gpu-request`` / ``invalid-annotation``: malformed input, reported where it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from webhook import sizing
+from webhook.domain import Decision, Fit, LabelOption, Placement, Violation, WorkloadProfile
+from webhook.inference import MODE, TIER
+from webhook.selection import pinned_values
+from webhook.settings import MODES, Settings, Tier
+from webhook.workloads import PodTemplate, join
+
+MISSING_SELECTOR = "missing-homogeneous-selector"
+TIER_MISMATCH = "tier-mismatch"
+TP_EXCEEDS = "tp-exceeds-gpus"
+DOES_NOT_FIT = "model-does-not-fit"
+INVALID_ANNOTATION = "invalid-annotation"
+
+
+@dataclass(frozen=True)
+class _Finding:
+    violation: Violation
+    fixable: bool = False
+    """True when the mutating patch resolves it (so it only counts when mutation is off)."""
+
+
+@dataclass(frozen=True)
+class _TierChoice:
+    tier: Tier | None
+    options: tuple[LabelOption, ...] = ()
+    fits: tuple[Fit, ...] = ()
+    escalated_from: str | None = None
+
+
+def _is_multi(profile: WorkloadProfile) -> bool:
+    return profile.gpus_per_pod > 1 or (profile.pods > 1 and profile.gpus_per_pod >= 1)
+
+
+def _describe(profile: WorkloadProfile) -> str:
+    """A short human name of the workload for messages, e.g. 'Llama-3.1-70B (70.6B, bf16) at TP4'."""
+    name = profile.model.rsplit("/", 1)[-1] if profile.model else "this workload"
+    facts = []
+    if profile.params_b is not None:
+        facts.append(f"{profile.params_b:g}B")
+    precision = profile.quantization or profile.dtype
+    if precision:
+        facts.append(precision)
+    text = f"{name} ({', '.join(facts)})" if facts else name
+    if profile.tensor_parallel:
+        text += f" at TP{profile.tensor_parallel}"
+        if profile.pipeline_parallel and profile.pipeline_parallel > 1:
+            text += f" x PP{profile.pipeline_parallel}"
+    return text
+
+
+def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Settings) -> tuple[Fit, ...]:
+    return tuple(
+        sizing.fit(
+            profile, option,
+            overhead_gib=settings.overhead_gib,
+            kv_reserve_gib=settings.kv_reserve_gib,
+            utilization=settings.memory_utilization,
+            allreduce_us=settings.catalog.allreduce_us.get(option.spec.id),
+        )
+        for option in options
+    )
+
+
+def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings) -> _TierChoice:
+    options = settings.catalog.options(tier.products, settings.label_scheme)
+    return _TierChoice(tier, options, _fits(profile, options, settings))
+
+
+def tier_fits(profile: WorkloadProfile, tier: Tier, settings: Settings) -> tuple[Fit, ...]:
+    """Fit of ``profile`` on every label option of ``tier`` (for explain and what-if tooling)."""
+    return _evaluate(tier, profile, settings).fits
+
+
+def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
+                 findings: list[_Finding]) -> _TierChoice:
+    multi = _is_multi(profile)
+    if profile.tier_override is not None:
+        tier = settings.tier(profile.tier_override)
+        if tier is None:
+            names = ", ".join(t.name for t in settings.tiers)
+            findings.append(_Finding(Violation(
+                INVALID_ANNOTATION,
+                f"annotation {TIER}={profile.tier_override[:40]!r} names no tier: use one of {names}",
+                join(template.pointer, "metadata", "annotations", TIER))))
+        elif multi and not tier.multi_gpu:
+            findings.append(_Finding(Violation(
+                TIER_MISMATCH,
+                f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs x {profile.pods} pods, but tier "
+                f"{tier.name} is for single-GPU work (no NVLink): remove annotation {TIER} or set it to "
+                f"{settings.multi_gpu_tier}",
+                join(template.pointer, "metadata", "annotations", TIER))))
+            return _TierChoice(None)
+        else:
+            return _evaluate(tier, profile, settings)
+    if multi:
+        name = settings.multi_gpu_tier
+    elif profile.params_b is not None:
+        name = settings.large_model_tier if profile.params_b > settings.large_model_params_b else settings.small_model_tier
+    else:
+        return _TierChoice(None)  # a single-GPU pod whose model is unknown is not constrained
+    tier = settings.tier(name)
+    assert tier is not None  # settings validation guarantees rule tiers exist
+    choice = _evaluate(tier, profile, settings)
+    if (name == settings.small_model_tier and settings.escalate and name != settings.large_model_tier
+            and not any(f.fits for f in choice.fits)):
+        bigger = settings.tier(settings.large_model_tier)
+        assert bigger is not None
+        escalated = _evaluate(bigger, profile, settings)
+        if any(f.fits for f in escalated.fits):
+            return _TierChoice(escalated.tier, escalated.options, escalated.fits, escalated_from=name)
+    return choice
+
+
+def _min_tp_hint(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Settings) -> str:
+    """Suggest the smallest TP (power of two up to 16) at which some product of the tier fits."""
+    if profile.params_b is None or profile.role == "training":
+        return ""
+    start = profile.tensor_parallel or 1
+    tp = start * 2
+    while tp <= 16:
+        trial = replace(profile, tensor_parallel=tp)
+        fitting = [f.value for f in _fits(trial, options, settings) if f.fits]
+        if fitting:
+            return f"; at TP{tp} it fits {fitting[0]}, or use a quantized checkpoint (FP8/AWQ)"
+        tp *= 2
+    return "; use pipeline parallelism across more pods or a quantized checkpoint (FP8/AWQ)"
+
+
+def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Settings, path: str,
+                  only: Sequence[Fit] | None = None) -> Violation:
+    fits = list(only if only is not None else choice.fits)
+    assert choice.tier is not None
+    best = max(fits, key=lambda f: f.usable_gib) if fits else None
+    detail = f"; largest is {best.value}: {best.reason}" if best else ""
+    return Violation(
+        DOES_NOT_FIT,
+        f"{_describe(profile)} does not fit any GPU of tier {choice.tier.name}{detail}"
+        f"{_min_tp_hint(profile, choice.options, settings)}",
+        path,
+    )
+
+
+def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
+               findings: list[_Finding]) -> tuple[tuple[str, ...] | None, bool]:
+    """Label values the pod may land on and whether the pod must be patched to get there."""
+    assert choice.tier is not None
+    spec_path = join(template.pointer, "spec")
+    fitting = [f.value for f in choice.fits if f.fits]
+    fit_by_product: dict[str, bool] = {}
+    for option, fit in zip(choice.options, choice.fits):
+        for product in option.products:
+            fit_by_product[product] = fit.fits
+    pinned = pinned_values(template.spec, settings.label_key)
+    multi = _is_multi(profile)
+    selection_path = join(spec_path, "nodeSelector" if pinned.via_node_selector else "affinity")
+
+    if pinned.values is None:
+        if not fitting:
+            findings.append(_Finding(_does_not_fit(profile, choice, settings, spec_path)))
+            return None, False
+        if multi:
+            findings.append(_Finding(Violation(
+                MISSING_SELECTOR,
+                f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs per pod"
+                + (f" x {profile.pods} pods" if profile.pods > 1 else "")
+                + f" but does not pin {settings.label_key}: add a required nodeAffinity "
+                f"{settings.label_key} In [{', '.join(fitting)}] (tier {choice.tier.name})",
+                spec_path), fixable=True))
+        return tuple(fitting), True
+
+    def acceptable(value: str) -> bool:
+        parsed = settings.catalog.parse_label(value, settings.label_scheme)
+        if parsed.product is None or parsed.mig_profile is not None or (parsed.shared and multi):
+            return False
+        return fit_by_product.get(parsed.product, False)
+
+    ordered = sorted(pinned.values)
+    good = [v for v in ordered if acceptable(v)]
+    bad = [v for v in ordered if v not in good]
+    if not bad:
+        return tuple(good), False
+    if good:
+        code = MISSING_SELECTOR if multi else TIER_MISMATCH
+        findings.append(_Finding(Violation(
+            code,
+            f"{_describe(profile)} pins {settings.label_key} to [{', '.join(bad)}] outside tier "
+            f"{choice.tier.name}: keep only [{', '.join(good)}]",
+            selection_path), fixable=True))
+        return tuple(good), True
+    pinned_products = {_product_of(settings, v) for v in bad}
+    if pinned_products <= fit_by_product.keys():
+        # every pinned product belongs to the tier: the model is too big for them, not misplaced
+        unfit = [f for o, f in zip(choice.options, choice.fits) if pinned_products & set(o.products)]
+        findings.append(_Finding(_does_not_fit(profile, choice, settings, selection_path, only=unfit)))
+        return None, False
+    findings.append(_Finding(Violation(
+        TIER_MISMATCH,
+        f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {settings.label_key} to "
+        f"[{', '.join(bad)}]: pin it to [{', '.join(fitting) or 'a fitting product'}] instead"
+        f" (or set annotation {TIER} to a tier that holds those GPUs)",
+        selection_path)))
+    return None, False
+
+
+def _product_of(settings: Settings, value: str) -> str | None:
+    return settings.catalog.parse_label(value, settings.label_scheme).product
+
+
+def _container_path(template: PodTemplate, container: str | None) -> str:
+    containers = template.spec.get("containers")
+    for i, c in enumerate(containers if isinstance(containers, list) else []):
+        if isinstance(c, Mapping) and c.get("name") == container:
+            return join(template.pointer, "spec", "containers", i)
+    return join(template.pointer, "spec", "containers")
+
+
+def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
+                 findings: list[_Finding], warnings: list[str]) -> None:
+    if profile.gpus_used is None or profile.gpus_per_pod <= 0:
+        return
+    available = profile.gpus_per_pod * profile.pods
+    resource = settings.gpu_resources[0]
+    layout = _layout(profile)
+    pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
+    if profile.gpus_used > available:
+        per_pod = -(-profile.gpus_used // profile.pods)
+        findings.append(_Finding(Violation(
+            TP_EXCEEDS,
+            f"{profile.framework or 'the launcher'} runs {layout} = {profile.gpus_used} GPUs but the pod "
+            f"requests {profile.gpus_per_pod} {resource}{pods}: request {per_pod} GPUs per pod or lower "
+            f"the parallelism to fit {available}",
+            _container_path(template, profile.container))))
+    elif profile.gpus_used < available:
+        warnings.append(
+            f"{profile.gpus_per_pod * profile.pods} GPUs requested but {profile.framework or 'the launcher'} "
+            f"uses {layout} = {profile.gpus_used}: set the parallelism to {available} or request fewer GPUs")
+
+
+def _layout(profile: WorkloadProfile) -> str:
+    if profile.tensor_parallel is None:
+        return f"{profile.gpus_used} processes"
+    text = f"TP{profile.tensor_parallel} x PP{profile.pipeline_parallel or 1}"
+    if profile.data_parallel and profile.data_parallel > 1 and profile.gpus_used != (
+            profile.tensor_parallel * (profile.pipeline_parallel or 1)):
+        text += f" x DP{profile.data_parallel}"
+    return text
+
+
+def _info_warnings(profile: WorkloadProfile, choice: _TierChoice, warnings: list[str]) -> None:
+    if _is_multi(profile) and profile.params_b is None:
+        warnings.append(
+            "cannot tell the model size of this multi-GPU pod, so its memory fit is unchecked: "
+            "set annotation gpu-admission.io/model or gpu-admission.io/params")
+    for hidden in profile.hidden:
+        warnings.append(f"{hidden}: unknown at admission time; set the gpu-admission.io/ annotations "
+                        f"to state it")
+    warnings.extend(profile.notes)
+    if choice.escalated_from and choice.tier is not None:
+        warnings.append(f"{_describe(profile)} fits no GPU of tier {choice.escalated_from}; "
+                        f"placed on tier {choice.tier.name}")
+
+
+def effective_mode(requested: str, template: PodTemplate, settings: Settings, warnings: list[str]) -> str:
+    """The request's mode, softened to audit by the pod annotation only where settings allow it."""
+    wanted = template.annotations.get(MODE)
+    if wanted is None or wanted == requested:
+        return requested
+    if wanted == "audit" and requested == "enforce":
+        if settings.allow_audit_annotation:
+            return "audit"
+        warnings.append(f"annotation {MODE}=audit ignored: the policy does not allow pods to soften "
+                        f"enforcement (allowAuditAnnotation: false)")
+    elif wanted not in MODES:
+        warnings.append(f"annotation {MODE}={wanted[:20]!r} ignored: use \"audit\"")
+    return requested
+
+
+def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, *, mode: str,
+           mutate: bool, problems: Sequence[Violation] = ()) -> Decision:
+    """Judge one pod template. ``mutate``: judge it as it will be after the mutating patch."""
+    warnings: list[str] = []
+    findings = [_Finding(p) for p in problems]
+    mode = effective_mode(mode, template, settings, warnings)
+    if profile.gpus_per_pod <= 0:
+        return _finish(mode, None, None, False, findings, warnings, (), mutate)
+    choice = _choose_tier(profile, template, settings, findings)
+    values: tuple[str, ...] | None = None
+    patch_needed = False
+    if choice.tier is not None:
+        values, patch_needed = _placement(profile, template, settings, choice, findings)
+    _parallelism(profile, template, settings, findings, warnings)
+    _info_warnings(profile, choice, warnings)
+    placement = Placement(settings.label_key, values) if values else None
+    return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
+                   warnings, choice.fits, mutate and settings.mutate)
+
+
+def _finish(mode: str, tier: str | None, placement: Placement | None, patch_needed: bool,
+            findings: Sequence[_Finding], warnings: list[str], fits: tuple[Fit, ...], mutate: bool) -> Decision:
+    """Apply the mode: fixable findings vanish under mutation; audit turns violations into warnings.
+
+    Without mutation a pod that needed the patch is not pinned, so where it may land is unknown
+    (``placement=None``)."""
+    violations = tuple(f.violation for f in findings if not (mutate and f.fixable))
+    audit = mode == "audit"
+    if audit:
+        warnings = [f"{v.code}: {v.message}" for v in violations] + warnings
+    if patch_needed and not mutate:
+        placement = None
+    return Decision(
+        allowed=audit or not violations,
+        mode=mode,
+        tier=tier,
+        placement=placement,
+        violations=violations,
+        warnings=tuple(dict.fromkeys(warnings)),
+        fits=fits,
+        patch_needed=patch_needed and placement is not None,
+    )
+
+
+def explain_fits(decision: Decision) -> list[dict[str, Any]]:
+    """Fit rows for people and JSON: value, fits, need, usable, decode estimate, reason."""
+    return [
+        {"product": f.value, "fits": f.fits, "need_gib": f.need_gib, "usable_gib": f.usable_gib,
+         "decode_ms": f.decode_ms, "reason": f.reason}
+        for f in decision.fits
+    ]

@@ -1,0 +1,128 @@
+"""Rendering ``check`` results: the stable JSON shape, plain text for people, JUnit XML for CI.
+
+The JSON shape is an interface (other tools parse it): keep field names exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+from xml.sax.saxutils import escape as xml_escape
+
+from webhook.domain import JSON
+from webhook.engine import TemplateResult, object_identity
+
+
+@dataclass(frozen=True)
+class Row:
+    """One judged template, with the identity of its object and where it came from."""
+
+    source: str
+    obj: Any
+    pointer: str
+    result: TemplateResult
+
+
+def result_json(row: Row) -> dict[str, JSON]:
+    r = row.result
+    d = r.decision
+    out: dict[str, JSON] = {"source": row.source}
+    out.update(object_identity(row.obj))
+    if row.pointer:
+        out["pointer"] = row.pointer
+    out.update({
+        "template": r.template.template,
+        "allowed": d.allowed,
+        "mode": d.mode,
+        "profile": r.profile.public(),
+        "tier": d.tier,
+        "products": list(d.placement.values) if d.placement else None,
+        "patch": list(r.patch),
+        "warnings": list(d.warnings),
+        "violations": [v.public() for v in d.violations],
+    })
+    return out
+
+
+def summary(rows: Sequence[Row]) -> dict[str, int]:
+    return {
+        "checked": len(rows),
+        "allowed": sum(1 for r in rows if r.result.decision.allowed),
+        "denied": sum(1 for r in rows if not r.result.decision.allowed),
+        "warned": sum(1 for r in rows if r.result.decision.warnings),
+    }
+
+
+def render_json(rows: Sequence[Row]) -> str:
+    return json.dumps({"results": [result_json(r) for r in rows], "summary": summary(rows)}, indent=2)
+
+
+def _label(row: Row) -> str:
+    ident = object_identity(row.obj)
+    ns = f"{ident['namespace']}/" if ident["namespace"] else ""
+    tpl = f" [{row.result.template.template}]" if row.result.template.template else ""
+    return f"{ident['kind']} {ns}{ident['name'] or '(unnamed)'}{tpl}"
+
+
+def _verdict(row: Row) -> str:
+    d = row.result.decision
+    if not d.allowed:
+        return "DENY"
+    return "WARN" if d.warnings else "OK"
+
+
+def render_text(rows: Sequence[Row]) -> str:
+    lines: list[str] = []
+    for row in rows:
+        d, p = row.result.decision, row.result.profile
+        facts = []
+        if p.model:
+            facts.append(p.model)
+        if p.params_b is not None:
+            facts.append(f"{p.params_b:g}B")
+        if p.tensor_parallel:
+            facts.append(f"TP{p.tensor_parallel}")
+        facts.append(f"{p.gpus_per_pod} GPU" + ("s" if p.gpus_per_pod != 1 else ""))
+        if p.pods > 1:
+            facts.append(f"x {p.pods} pods")
+        tier = f"tier {d.tier}" if d.tier else "no tier"
+        products = f" -> {', '.join(d.placement.values)}" if d.placement else ""
+        lines.append(f"{_verdict(row):4}  {row.source}  {_label(row)}: {' '.join(facts)}; {tier}{products}")
+        for v in d.violations:
+            lines.append(f"      {v.code}: {v.message} ({v.path or '/'})")
+        for w in d.warnings:
+            if not _is_violation_echo(w, d):  # audit echoes violations as warnings; shown above
+                lines.append(f"      warning: {w}")
+        if row.result.patch:
+            lines.append(f"      patch: {len(row.result.patch)} op(s) pin {d.placement.label_key if d.placement else ''}")
+    s = summary(rows)
+    lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned")
+    return "\n".join(lines) + "\n"
+
+
+def _is_violation_echo(warning: str, decision: Any) -> bool:
+    return any(warning == f"{v.code}: {v.message}" for v in decision.violations)
+
+
+def render_junit(rows: Sequence[Row]) -> str:
+    s = summary(rows)
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="gpu-admission" tests="{s["checked"]}" failures="{s["denied"]}">',
+        f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}" errors="0">',
+    ]
+    for row in rows:
+        d = row.result.decision
+        name = xml_escape(_label(row), {'"': "&quot;"})
+        out.append(f'    <testcase classname="{xml_escape(row.source, {chr(34): "&quot;"})}" name="{name}">')
+        if not d.allowed:
+            message = "; ".join(v.code for v in d.violations)
+            body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)
+            out.append(f'      <failure message="{xml_escape(message, {chr(34): "&quot;"})}">'
+                       f"{xml_escape(body)}</failure>")
+        if d.warnings:
+            out.append(f"      <system-out>{xml_escape(chr(10).join(d.warnings))}</system-out>")
+        out.append("    </testcase>")
+    out += ["  </testsuite>", "</testsuites>"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,283 @@
+"""Policy configuration: schema, embedded default, validation.
+
+One YAML file decides tiers, products, thresholds, the product label key and the GPU resource
+names. The default is embedded in the package (``data/policy.yaml``); a user file is merged over it
+field by field, validated against a JSON schema, and cross-checked against the GPU catalog, so a
+bad file is rejected with a message naming the field instead of half-working at admission time.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+from webhook.hardware import Catalog, load_catalog
+
+MODES = ("enforce", "audit")
+
+
+class SettingsError(ValueError):
+    """The policy file is invalid; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    products: tuple[str, ...]
+    multi_gpu: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated policy. Immutable, so a reload swaps the whole object atomically."""
+
+    mode: str
+    mutate: bool
+    allow_audit_annotation: bool
+    label_key: str
+    label_scheme: str
+    gpu_resources: tuple[str, ...]
+    large_model_params_b: float
+    memory_utilization: float
+    overhead_gib: float
+    kv_reserve_gib: float
+    multi_gpu_tier: str
+    large_model_tier: str
+    small_model_tier: str
+    escalate: bool
+    tiers: tuple[Tier, ...]
+    catalog: Catalog
+    source: str = "embedded default"
+
+    def tier(self, name: str) -> Tier | None:
+        return next((t for t in self.tiers if t.name == name), None)
+
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 253}
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+
+SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "gpu-admission.io/v1alpha1"},
+        "kind": {"const": "Policy"},
+        "mode": {"enum": list(MODES)},
+        "mutate": {"type": "boolean"},
+        "allowAuditAnnotation": {"type": "boolean"},
+        "productLabel": {"type": "string", "pattern": r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$", "maxLength": 316},
+        "labelScheme": _NAME,
+        "gpuResources": {"type": "array", "items": _NAME, "minItems": 1, "uniqueItems": True},
+        "largeModelParamsB": {"type": "number", "minimum": 0},
+        "sizing": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "memoryUtilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                "runtimeOverheadGiB": {"type": "number", "minimum": 0},
+                "kvCacheReserveGiB": {"type": "number", "minimum": 0},
+            },
+        },
+        "rules": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "multiGpuTier": _NAME,
+                "largeModelTier": _NAME,
+                "smallModelTier": _NAME,
+                "escalate": {"type": "boolean"},
+            },
+        },
+        "tiers": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "products"],
+                "properties": {
+                    "name": {"type": "string", "pattern": r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"},
+                    "description": {"type": "string"},
+                    "multiGpu": {"type": "boolean"},
+                    "products": {"type": "array", "items": _NAME, "minItems": 1, "uniqueItems": True},
+                },
+            },
+        },
+        "products": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id"],
+                "properties": {
+                    "id": _NAME,
+                    "memory_gib": _POSITIVE,
+                    "bandwidth_gbs": _POSITIVE,
+                    "labels": {"type": "object", "additionalProperties": {"type": "array", "items": _NAME}},
+                },
+            },
+        },
+    },
+}
+
+
+@functools.cache
+def _embedded_text() -> str:
+    return resources.files("webhook").joinpath("data/policy.yaml").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _catalog_data() -> Mapping[str, Any]:
+    return yaml.safe_load(resources.files("webhook").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
+
+
+def embedded_policy_text() -> str:
+    """The default policy file, comments included (what the ConfigMap ships)."""
+    return _embedded_text()
+
+
+def _field(error: jsonschema.ValidationError) -> str:
+    parts = ""
+    for token in error.absolute_path:
+        parts += f"[{token}]" if isinstance(token, int) else (f".{token}" if parts else str(token))
+    return parts or "(top level)"
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Field-by-field merge: nested objects merge, lists and scalars replace."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _catalog_with(extra: list[Mapping[str, Any]]) -> Catalog:
+    if not extra:
+        return load_catalog()
+    data = copy.deepcopy(dict(_catalog_data()))
+    products = list(data.get("products", []))
+    index = {p.get("id"): i for i, p in enumerate(products) if isinstance(p, Mapping)}
+    for product in extra:
+        if product["id"] in index:
+            i = index[product["id"]]
+            products[i] = _merge(dict(products[i]), product)
+        else:
+            products.append(dict(product))
+    data["products"] = products
+    return load_catalog(data)
+
+
+def _scheme_for(label_key: str, catalog: Catalog) -> str | None:
+    return next((s for s, key in catalog.schemes.items() if key == label_key), None)
+
+
+def from_mapping(raw: Any, *, source: str = "embedded default") -> Settings:
+    """Validate a decoded policy document (merged over the embedded default) into Settings."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{source}: the policy must be a YAML mapping, got {type(raw).__name__}")
+    base = yaml.safe_load(_embedded_text())
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise SettingsError(f"{source}: {_field(first)}: {first.message}{more}")
+    doc = _merge(base, raw)
+    if "productLabel" in raw and "labelScheme" not in raw:
+        doc.pop("labelScheme", None)  # derive the scheme from the user's label key
+    try:
+        catalog = _catalog_with(list(doc.get("products") or []))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SettingsError(f"{source}: products: {exc}") from exc
+    return _build(doc, catalog, source)
+
+
+def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
+    label_key = doc["productLabel"]
+    scheme = doc.get("labelScheme") or _scheme_for(label_key, catalog)
+    if scheme is None:
+        raise SettingsError(f"{source}: labelScheme: cannot derive a label scheme for productLabel "
+                            f"{label_key!r}; set labelScheme to one of {sorted(catalog.schemes)}")
+    tiers = []
+    for i, raw_tier in enumerate(doc["tiers"]):
+        for j, product in enumerate(raw_tier["products"]):
+            if product not in catalog.products:
+                known = ", ".join(catalog.products)
+                raise SettingsError(f"{source}: tiers[{i}].products[{j}]: {product!r} is not a GPU product "
+                                    f"of the catalog (known: {known})")
+        tiers.append(Tier(
+            name=raw_tier["name"],
+            products=tuple(raw_tier["products"]),
+            multi_gpu=bool(raw_tier.get("multiGpu", True)),
+            description=raw_tier.get("description", ""),
+        ))
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names):
+        raise SettingsError(f"{source}: tiers: tier names must be unique, got {names}")
+    rules = doc["rules"]
+    for key in ("multiGpuTier", "largeModelTier", "smallModelTier"):
+        if rules[key] not in names:
+            raise SettingsError(f"{source}: rules.{key}: {rules[key]!r} is not a tier (tiers: {names})")
+    sizing = doc["sizing"]
+    return Settings(
+        mode=doc["mode"],
+        mutate=bool(doc["mutate"]),
+        allow_audit_annotation=bool(doc["allowAuditAnnotation"]),
+        label_key=label_key,
+        label_scheme=scheme,
+        gpu_resources=tuple(doc["gpuResources"]),
+        large_model_params_b=float(doc["largeModelParamsB"]),
+        memory_utilization=float(sizing["memoryUtilization"]),
+        overhead_gib=float(sizing["runtimeOverheadGiB"]),
+        kv_reserve_gib=float(sizing["kvCacheReserveGiB"]),
+        multi_gpu_tier=rules["multiGpuTier"],
+        large_model_tier=rules["largeModelTier"],
+        small_model_tier=rules["smallModelTier"],
+        escalate=bool(rules.get("escalate", True)),
+        tiers=tuple(tiers),
+        catalog=catalog,
+        source=source,
+    )
+
+
+def parse_text(text: str, *, source: str) -> Settings:
+    """Parse policy YAML text; YAML errors name the line."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SettingsError(f"{source}:{where}: invalid YAML: {problem}") from exc
+    return from_mapping(raw, source=source)
+
+
+def load(path: str | Path | None = None) -> Settings:
+    """The policy in ``path``, or the embedded default when ``path`` is None."""
+    if path is None:
+        return default()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read policy file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path}: policy file is not UTF-8 text") from exc
+    return parse_text(text, source=str(path))
+
+
+@functools.cache
+def default() -> Settings:
+    """The embedded default policy (cached: it never changes within a process)."""
+    return from_mapping({}, source="embedded default")

@@ -1,0 +1,176 @@
+"""Where pod templates live in Kubernetes objects.
+
+The engine judges pods. Controllers (Deployment, Job, LeaderWorkerSet, ...) carry pod templates at
+kind-specific places; this module is the only one that knows those places, and it reports each
+template with the JSON pointer of the object holding ``metadata`` + ``spec`` so patches and
+violation paths stay relative to the document the user wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from webhook.domain import JSON
+
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+
+# kind -> path (list of keys) from the object root to the pod template (the object with metadata+spec)
+_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "PodTemplate": ("template",),
+}
+
+WORKLOAD_KINDS: frozenset[str] = frozenset(
+    {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys()} - {"ReplicationController", "PodTemplate"}
+)
+"""Kinds whose templates are judged (the webhook registers for these)."""
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """One pod (or pod template) found in a document."""
+
+    pointer: str
+    """JSON pointer of the object that holds ``metadata`` and ``spec`` ("" for a bare Pod)."""
+    metadata: Mapping[str, JSON]
+    spec: Mapping[str, JSON]
+    template: str | None = None
+    """Name of the template for multi-template objects (``leader``/``worker``), else ``None``."""
+    group_size: int = 1
+    """Pods forming one model instance as the workload kind says it (LeaderWorkerSet size)."""
+    replicas: int | None = None
+    """Replica/parallelism count of the controller, when it has one."""
+    kind: str = "Pod"
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+def escape(token: str) -> str:
+    """RFC 6901: ``~`` -> ``~0`` then ``/`` -> ``~1`` (order matters)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def join(pointer: str, *tokens: str | int) -> str:
+    """Append escaped reference tokens to a JSON pointer."""
+    return pointer + "".join("/" + escape(str(t)) for t in tokens)
+
+
+def _mapping(value: Any) -> Mapping[str, JSON]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _dig(obj: Mapping[str, JSON], path: tuple[str, ...]) -> Any:
+    cur: Any = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+def _int(value: Any, default: int | None) -> int | None:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return default
+
+
+def _annotations(metadata: Mapping[str, JSON]) -> dict[str, str]:
+    raw = metadata.get("annotations")
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, str)}
+
+
+def _template(
+    pointer: str, holder: Any, *, kind: str, template: str | None = None, group_size: int = 1,
+    replicas: int | None = None,
+) -> PodTemplate | None:
+    if not isinstance(holder, Mapping):
+        return None
+    metadata = _mapping(holder.get("metadata"))
+    return PodTemplate(
+        pointer=pointer,
+        metadata=metadata,
+        spec=_mapping(holder.get("spec")),
+        template=template,
+        group_size=max(group_size, 1),
+        replicas=replicas,
+        kind=kind,
+        annotations=_annotations(metadata),
+    )
+
+
+def _lws_templates(obj: Mapping[str, JSON], prefix: str) -> tuple[PodTemplate, ...]:
+    """LeaderWorkerSet: leader and worker templates; a missing leader template means the worker
+    template serves the leader too (LWS semantics), so only one template is judged then."""
+    lwt = _mapping(_dig(obj, ("spec", "leaderWorkerTemplate")))
+    size = _int(lwt.get("size"), 1) or 1
+    replicas = _int(_dig(obj, ("spec", "replicas")), 1)
+    base = join(prefix, "spec", "leaderWorkerTemplate")
+    found = []
+    for name, key in (("leader", "leaderTemplate"), ("worker", "workerTemplate")):
+        tpl = _template(join(base, key), lwt.get(key), kind="LeaderWorkerSet", template=name,
+                        group_size=size, replicas=replicas)
+        if tpl is not None:
+            found.append(tpl)
+    return tuple(found)
+
+
+def pod_templates(obj: Any, prefix: str = "") -> tuple[PodTemplate, ...]:
+    """Every pod template of ``obj`` (a Kubernetes object as decoded JSON/YAML).
+
+    Kinds that carry no pods, and malformed objects, yield nothing: they pass unjudged.
+    A ``List`` is not expanded here (see :func:`documents`), because each item is reported as an
+    object of its own.
+    """
+    if not isinstance(obj, Mapping):
+        return ()
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    if not isinstance(kind, str):
+        return ()
+    if kind == "Pod":
+        tpl = _template(prefix, obj, kind="Pod")
+        return (tpl,) if tpl else ()
+    if kind == "LeaderWorkerSet" and isinstance(api_version, str) and api_version.startswith(LWS_GROUP + "/"):
+        return _lws_templates(obj, prefix)
+    path = _TEMPLATE_PATHS.get(kind)
+    if path is None or kind == "PodTemplate":
+        return ()
+    replicas = _controller_replicas(obj, kind)
+    tpl = _template(join(prefix, *path), _dig(obj, path), kind=kind, replicas=replicas)
+    return (tpl,) if tpl else ()
+
+
+def _controller_replicas(obj: Mapping[str, JSON], kind: str) -> int | None:
+    spec = _mapping(obj.get("spec"))
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+        return _int(spec.get("replicas"), 1)
+    if kind == "Job":
+        return _int(spec.get("parallelism"), 1)
+    if kind == "CronJob":
+        return _int(_dig(obj, ("spec", "jobTemplate", "spec", "parallelism")), 1)
+    return None
+
+
+def documents(obj: Any) -> tuple[tuple[str, Any], ...]:
+    """Split a document into the objects it holds: a ``v1`` ``List`` yields ``("/items/i", item)``
+    for each item (nested Lists are not expanded, like kubectl); anything else yields itself."""
+    if (
+        isinstance(obj, Mapping)
+        and obj.get("kind") == "List"
+        and obj.get("apiVersion") == "v1"
+        and isinstance(obj.get("items"), list)
+    ):
+        return tuple((join("", "items", i), item) for i, item in enumerate(obj["items"]))
+    return (("", obj),)
