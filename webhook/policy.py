@@ -72,8 +72,9 @@ def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Se
             profile, option,
             overhead_gib=settings.overhead_gib,
             kv_reserve_gib=settings.kv_reserve_gib,
+            kv_fraction=settings.kv_fraction,
             utilization=settings.memory_utilization,
-            allreduce_us=settings.catalog.allreduce_us.get(option.spec.id),
+            allreduce_us=settings.catalog.allreduce_latency_us(option),
         )
         for option in options
     )
@@ -192,7 +193,8 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             return False
         return fit_by_product.get(parsed.product, False)
 
-    ordered = sorted(pinned.values)
+    rank = {f.value: i for i, f in enumerate(choice.fits)}  # catalog order, so re-judging is stable
+    ordered = sorted(pinned.values, key=lambda v: (rank.get(v, len(rank)), v))
     good = [v for v in ordered if acceptable(v)]
     bad = [v for v in ordered if v not in good]
     if not bad:

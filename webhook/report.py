@@ -82,7 +82,8 @@ def render_text(rows: Sequence[Row]) -> str:
         if p.params_b is not None:
             facts.append(f"{p.params_b:g}B")
         if p.tensor_parallel:
-            facts.append(f"TP{p.tensor_parallel}")
+            pp = f"xPP{p.pipeline_parallel}" if p.pipeline_parallel and p.pipeline_parallel > 1 else ""
+            facts.append(f"TP{p.tensor_parallel}{pp}")
         facts.append(f"{p.gpus_per_pod} GPU" + ("s" if p.gpus_per_pod != 1 else ""))
         if p.pods > 1:
             facts.append(f"x {p.pods} pods")

@@ -49,6 +49,7 @@ class Settings:
     memory_utilization: float
     overhead_gib: float
     kv_reserve_gib: float
+    kv_fraction: float
     multi_gpu_tier: str
     large_model_tier: str
     small_model_tier: str
@@ -84,6 +85,7 @@ SCHEMA: Mapping[str, Any] = {
                 "memoryUtilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                 "runtimeOverheadGiB": {"type": "number", "minimum": 0},
                 "kvCacheReserveGiB": {"type": "number", "minimum": 0},
+                "kvCacheFraction": {"type": "number", "minimum": 0, "maximum": 1},
             },
         },
         "rules": {
@@ -242,6 +244,7 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         memory_utilization=float(sizing["memoryUtilization"]),
         overhead_gib=float(sizing["runtimeOverheadGiB"]),
         kv_reserve_gib=float(sizing["kvCacheReserveGiB"]),
+        kv_fraction=float(sizing["kvCacheFraction"]),
         multi_gpu_tier=rules["multiGpuTier"],
         large_model_tier=rules["largeModelTier"],
         small_model_tier=rules["smallModelTier"],

@@ -1,0 +1,241 @@
+"""The whole pure pipeline on realistic pods: tiers, codes, patches, modes, annotations, groups."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from webhook import settings as settings_mod
+from webhook.engine import TemplateResult, judge
+
+S = settings_mod.default()
+KEY = "nvidia.com/gpu.product"
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+A100_40 = "NVIDIA-A100-SXM4-40GB"
+H100 = "NVIDIA-H100-80GB-HBM3"
+L40S = "NVIDIA-L40S"
+L4 = "NVIDIA-L4"
+
+
+def container(command: list[str] | None = None, gpus: Any = None, *, args: list[str] | None = None,
+              env: list[dict[str, Any]] | None = None, image: str = "vllm/vllm-openai:v0.10.1",
+              name: str = "server") -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": image}
+    if command is not None:
+        c["command"] = command
+    if args is not None:
+        c["args"] = args
+    if env is not None:
+        c["env"] = env
+    if gpus is not None:
+        c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    return c
+
+
+def pod(*containers: dict[str, Any], annotations: dict[str, str] | None = None,
+        **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ai"}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": list(containers), **spec}}
+
+
+def vllm(model: str, gpus: Any, *flags: str) -> dict[str, Any]:
+    return container(["vllm", "serve", model, *flags], gpus)
+
+
+def pin(*values: str) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": KEY, "operator": "In", "values": list(values)}]}]}}}}
+
+
+def one(obj: Any, **kw: Any) -> TemplateResult:
+    results = judge(obj, S, **kw)
+    assert len(results) == 1
+    return results[0]
+
+
+def codes(r: TemplateResult) -> list[str]:
+    return [v.code for v in r.decision.violations]
+
+
+LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
+TP4_70B = pod(vllm(LLAMA70, 4, "--tensor-parallel-size", "4"))
+
+# (id, object, judge kwargs, allowed, violation codes, tier, products must include, must exclude, patched)
+CASES = [
+    ("70b-tp4-mutated", TP4_70B, {}, True, [], "hbm-nvlink", [A100_80, H100, "NVIDIA-H200"], [A100_40, L40S], True),
+    ("70b-tp4-as-written", TP4_70B, {"mutate": False}, False, ["missing-homogeneous-selector"], "hbm-nvlink", None,
+     None, False),
+    ("70b-tp4-pinned-l40s", pod(vllm(LLAMA70, 4, "-tp", "4"), nodeSelector={KEY: L40S}), {}, False,
+     ["tier-mismatch"], "hbm-nvlink", None, None, False),
+    ("70b-tp4-pinned-l40s-audit", pod(vllm(LLAMA70, 4, "-tp=4"), nodeSelector={KEY: L40S}), {"mode": "audit"},
+     True, ["tier-mismatch"], "hbm-nvlink", None, None, False),
+    ("70b-tp4-pinned-a100", pod(vllm(LLAMA70, 4, "--tensor_parallel_size=4"), nodeSelector={KEY: A100_80}), {},
+     True, [], "hbm-nvlink", [A100_80], [H100], False),
+    ("70b-tp4-partial-pin-narrowed", pod(vllm(LLAMA70, 4, "-tp", "4"), **pin(A100_80, L40S)), {}, True, [],
+     "hbm-nvlink", [A100_80], [L40S], True),
+    ("70b-tp4-partial-pin-as-written", pod(vllm(LLAMA70, 4, "-tp", "4"), **pin(A100_80, L40S)), {"mutate": False},
+     False, ["missing-homogeneous-selector"], "hbm-nvlink", None, None, False),
+    ("70b-tp2-pinned-a100-40-does-not-fit", pod(vllm(LLAMA70, 2, "-tp", "2"), nodeSelector={KEY: A100_40}), {},
+     False, ["model-does-not-fit"], "hbm-nvlink", None, None, False),
+    ("tp8-on-4-gpus", pod(vllm(LLAMA70, 4, "--tensor-parallel-size", "8")), {}, False, ["tp-exceeds-gpus"],
+     "hbm-nvlink", None, None, True),
+    ("405b-bf16-tp2-does-not-fit", pod(vllm("meta-llama/Llama-3.1-405B-Instruct", 2, "-tp", "2")), {}, False,
+     ["model-does-not-fit"], "hbm-nvlink", None, None, False),
+    ("mistral-7b-tgi-cost-tier", pod(container(None, "1", image="ghcr.io/huggingface/text-generation-inference:3.3",
+                                               env=[{"name": "MODEL_ID", "value": "mistralai/Mistral-7B-Instruct-v0.3"}])),
+     {}, True, [], "cost", [L40S, L4], [A100_80], True),
+    ("embedding-cost-tier", pod(vllm("BAAI/bge-m3", 1, "--task", "embed")), {}, True, [], "cost", [L40S, L4],
+     [H100], True),
+    ("unknown-single-gpu-unconstrained", pod(container(["python", "app.py"], 1, image="example/app:1")), {}, True,
+     [], None, None, None, False),
+    ("no-gpus-passes", pod(container(["vllm", "serve", LLAMA70])), {}, True, [], None, None, None, False),
+    ("small-model-pinned-premium", pod(vllm("Qwen/Qwen2.5-7B-Instruct", 1), nodeSelector={KEY: H100}), {}, False,
+     ["tier-mismatch"], "cost", None, None, False),
+    ("small-model-premium-by-annotation", pod(vllm("Qwen/Qwen2.5-7B-Instruct", 1), nodeSelector={KEY: H100},
+                                              annotations={"gpu-admission.io/tier": "hbm-nvlink"}), {}, True, [],
+     "hbm-nvlink", [H100], None, False),
+    ("multi-gpu-annotated-to-cost-tier", pod(vllm(LLAMA70, 4, "-tp", "4"),
+                                             annotations={"gpu-admission.io/tier": "cost"}), {}, False,
+     ["tier-mismatch"], None, None, None, False),
+    ("unknown-tier-annotation", pod(vllm("Qwen/Qwen2.5-7B-Instruct", 1), annotations={"gpu-admission.io/tier": "gold"}),
+     {}, False, ["invalid-annotation"], "cost", None, None, True),
+    ("bad-params-annotation", pod(vllm("x/y", 1), annotations={"gpu-admission.io/params": "huge"}), {}, False,
+     ["invalid-annotation"], None, None, None, False),
+    ("params-annotation-sizes-unknown-model", pod(container(["python", "serve.py"], 4, image="corp/llm:1"),
+                                                  annotations={"gpu-admission.io/params": "70B",
+                                                               "gpu-admission.io/tensor-parallel": "4"}),
+     {}, True, [], "hbm-nvlink", [A100_80], [A100_40], True),
+    ("bad-gpu-quantity", pod(vllm(LLAMA70, "four")), {}, False, ["invalid-gpu-request"], None, None, None, False),
+    ("27b-single-gpu-escalates", pod(vllm("google/gemma-2-27b-it", 1)), {}, True, [], "hbm-nvlink", [A100_80], [L40S],
+     True),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "kw", "allowed", "want_codes", "tier", "includes", "excludes", "patched"),
+    [pytest.param(*c[1:], id=c[0]) for c in CASES],
+)
+def test_decisions(obj: Any, kw: dict[str, Any], allowed: bool, want_codes: list[str], tier: str | None,
+                   includes: list[str] | None, excludes: list[str] | None, patched: bool) -> None:
+    r = one(obj, **kw)
+    assert r.decision.allowed is allowed
+    assert codes(r) == want_codes
+    assert r.decision.tier == tier
+    values = r.decision.placement.values if r.decision.placement else ()
+    for v in includes or ():
+        assert v in values
+    for v in excludes or ():
+        assert v not in values
+    assert bool(r.patch) is patched
+    for v in r.decision.violations:
+        assert v.message and v.path.startswith("/") or v.path == ""
+
+
+def test_audit_turns_violations_into_warnings() -> None:
+    r = one(pod(vllm(LLAMA70, 4, "-tp", "4"), nodeSelector={KEY: L40S}), mode="audit")
+    assert r.decision.allowed and r.decision.mode == "audit"
+    assert any(w.startswith("tier-mismatch:") for w in r.decision.warnings)
+
+
+def test_denial_message_says_what_to_change() -> None:
+    r = one(pod(vllm(LLAMA70, 4, "-tp", "4"), nodeSelector={KEY: L40S}))
+    (v,) = r.decision.violations
+    assert L40S in v.message and A100_80 in v.message and v.path == "/spec/nodeSelector"
+    r = one(pod(vllm(LLAMA70, 4, "-tp", "8")))
+    assert "request 8 GPUs" in r.decision.violations[0].message
+    assert r.decision.violations[0].path == "/spec/containers/0"
+    r = one(pod(vllm("meta-llama/Llama-3.1-405B-Instruct", 2, "-tp", "2")))
+    assert "GiB" in r.decision.violations[0].message and "TP" in r.decision.violations[0].message
+
+
+def test_unused_gpus_warn() -> None:
+    r = one(pod(vllm("meta-llama/Llama-3.1-8B-Instruct", 4)))
+    assert r.decision.allowed
+    assert any("4 GPUs requested" in w and "TP1" in w for w in r.decision.warnings)
+
+
+def test_unknown_model_on_multi_gpu_warns_and_pins() -> None:
+    r = one(pod(container(["python", "serve.py"], 8, image="corp/llm:1")))
+    assert r.decision.tier == "hbm-nvlink" and r.decision.allowed and r.patch
+    assert any("gpu-admission.io/model" in w for w in r.decision.warnings)
+
+
+def test_hidden_values_warn_without_leaking() -> None:
+    c = vllm(LLAMA70, 4, "--tensor-parallel-size", "$(TP)")
+    c["env"] = [{"name": "TP", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "tp"}}},
+                {"name": "HF_TOKEN", "value": "hf_SuperSecret123"}]
+    r = one(pod(c))
+    assert any("TP" in w for w in r.decision.warnings)
+    assert "hf_SuperSecret123" not in repr((r.profile, r.decision, r.patch))
+
+
+def test_mode_annotation_needs_permission() -> None:
+    obj = pod(vllm(LLAMA70, 4, "-tp", "4"), nodeSelector={KEY: L40S}, annotations={"gpu-admission.io/mode": "audit"})
+    r = one(obj)
+    assert not r.decision.allowed and any("ignored" in w for w in r.decision.warnings)
+    permissive = settings_mod.from_mapping({"allowAuditAnnotation": True})
+    (r,) = judge(obj, permissive)
+    assert r.decision.allowed and r.decision.mode == "audit"
+
+
+def test_patch_is_idempotent_through_the_engine() -> None:
+    for case in CASES:
+        obj = case[1]
+        for r in judge(obj, S):
+            if not r.patch:
+                continue
+            patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+            (again,) = [x for x in judge(patched, S) if x.template.pointer == r.template.pointer]
+            assert again.patch == (), case[0]
+            assert again.decision.placement == r.decision.placement, case[0]
+            assert again.decision.allowed == r.decision.allowed, case[0]
+            # as written, the patched pod passes without mutation too (the validator's view)
+            (plain,) = [x for x in judge(patched, S, mutate=False) if x.template.pointer == r.template.pointer]
+            assert "missing-homogeneous-selector" not in codes(plain), case[0]
+
+
+def test_deployment_template_pointer() -> None:
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+              "spec": {"template": {"metadata": {}, "spec": TP4_70B["spec"]}}}
+    r = one(deploy)
+    assert r.patch[0]["path"].startswith("/spec/template/spec/")
+
+
+def test_leaderworkerset_group() -> None:
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "g"},
+           "spec": {"leaderWorkerTemplate": {"size": 2, "leaderTemplate": {"spec": {"containers": [
+               vllm("meta-llama/Llama-3.1-405B-Instruct", 8, "--tensor-parallel-size", "8",
+                    "--pipeline-parallel-size", "2")]}},
+               "workerTemplate": {"spec": {"containers": [
+                   container(["sh", "-c", "ray start --block --address=$(LWS_LEADER_ADDRESS)"], 8)]}}}}}
+    leader, worker = judge(lws, S)
+    for r in (leader, worker):
+        assert r.profile.pods == 2 and r.decision.tier == "hbm-nvlink" and r.decision.allowed
+        assert A100_80 in r.decision.placement.values and A100_40 not in r.decision.placement.values
+    assert worker.profile.model == "meta-llama/Llama-3.1-405B-Instruct"
+    assert worker.profile.tensor_parallel == 8 and worker.profile.pipeline_parallel == 2
+    assert not any("requested but" in w for w in leader.decision.warnings)
+
+
+def test_gke_label_scheme() -> None:
+    gke = settings_mod.from_mapping({"productLabel": "cloud.google.com/gke-accelerator"})
+    assert gke.label_scheme == "gke"
+    (r,) = judge(TP4_70B, gke)
+    assert "nvidia-a100-80gb" in r.decision.placement.values
+    assert r.patch[0]["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == "cloud.google.com/gke-accelerator"
+
+
+def test_custom_gpu_resource_name() -> None:
+    custom = settings_mod.from_mapping({"gpuResources": ["nvidia.com/gpu", "nvidia.com/mig-7g.80gb"]})
+    obj = pod(vllm(LLAMA70, None, "-tp", "4"))
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-7g.80gb": 4}}
+    (r,) = judge(obj, custom)
+    assert r.profile.gpus_per_pod == 4
+    (r,) = judge(obj, S)
+    assert r.profile.gpus_per_pod == 0

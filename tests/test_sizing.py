@@ -1,0 +1,335 @@
+"""Sizing: bytes per parameter, memory fit per GPU, decode-time estimate (frameworks.md worked checks)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook.domain import GpuProduct, LabelOption, WorkloadProfile
+from webhook.hardware import default_catalog
+from webhook.sizing import bytes_per_param, decode_time_ms, estimate_layers, fit
+
+CAT = default_catalog()
+
+
+def opt(product_id: str, scheme: str = "gfd") -> LabelOption:
+    """The canonical option of a product (first value) under a scheme."""
+    return next(o for o in CAT.options([product_id], scheme) if product_id in o.products)
+
+
+def llm(params_b: float, tp: int = 1, pp: int = 1, **kw: object) -> WorkloadProfile:
+    return WorkloadProfile(params_b=params_b, tensor_parallel=tp, pipeline_parallel=pp, gpus_per_pod=tp,
+                           role="inference", kind="llm", **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- bytes per parameter
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({}, 2.0, id="nothing-said"),
+        pytest.param({"dtype": "auto"}, 2.0, id="auto"),
+        pytest.param({"dtype": "bfloat16"}, 2.0, id="bf16"),
+        pytest.param({"dtype": "half"}, 2.0, id="half"),
+        pytest.param({"dtype": "float32"}, 4.0, id="fp32"),
+        pytest.param({"dtype": "FP32"}, 4.0, id="fp32-upper"),
+        pytest.param({"dtype": "fp8"}, 1.0, id="dtype-fp8"),
+        pytest.param({"quantization": "fp8"}, 1.0, id="q-fp8"),
+        pytest.param({"quantization": "int8"}, 1.0, id="q-int8"),
+        pytest.param({"quantization": "awq"}, 0.53, id="awq"),
+        pytest.param({"quantization": "AWQ_Marlin"}, 0.53, id="awq-marlin"),
+        pytest.param({"quantization": "gptq"}, 0.53, id="gptq"),
+        pytest.param({"quantization": "int4"}, 0.53, id="int4"),
+        pytest.param({"quantization": "bnb-4bit"}, 0.53, id="bnb-4bit"),
+        pytest.param({"quantization": "bitsandbytes"}, 0.53, id="bitsandbytes"),
+        pytest.param({"quantization": "nvfp4"}, 0.56, id="nvfp4"),
+        pytest.param({"quantization": "mxfp4"}, 0.53, id="mxfp4"),
+        pytest.param({"quantization": "gguf-q4_k_m"}, 0.6, id="gguf-q4km"),
+        pytest.param({"quantization": "gguf-q8_0"}, 1.06, id="gguf-q8"),
+        pytest.param({"quantization": "gguf"}, 0.6, id="gguf"),
+        pytest.param({"quantization": "gguf-q4_xs_new"}, 0.6, id="gguf-unknown-variant"),
+        pytest.param({"quantization": "awq", "dtype": "float16"}, 0.53, id="quant-beats-dtype"),
+        pytest.param({"quantization": "none", "dtype": "float32"}, 4.0, id="quant-none"),
+        pytest.param({"quantization": "squeezellm"}, 2.0, id="unknown-quant-not-guessed-small"),
+        pytest.param({"native_dtype": "fp8"}, 1.0, id="native-fp8"),
+        pytest.param({"native_dtype": "mxfp4"}, 0.53, id="native-mxfp4"),
+        pytest.param({"native_dtype": "fp8", "dtype": "bfloat16"}, 1.0, id="native-fp8-kept-under-dtype"),
+        pytest.param({"native_dtype": "fp8", "quantization": "awq"}, 0.53, id="quant-beats-native"),
+        pytest.param({"native_dtype": "bf16", "dtype": "float32"}, 4.0, id="native-bf16-defers-to-dtype"),
+        pytest.param({"native_dtype": "fp32"}, 2.0, id="native-fp32-auto-loads-16bit"),
+        pytest.param({"role": "training"}, 16.0, id="training"),
+        pytest.param({"role": "training", "quantization": "awq", "dtype": "fp8"}, 16.0, id="training-regardless"),
+    ],
+)
+def test_bytes_per_param(kwargs: dict[str, str], expected: float) -> None:
+    args = {"dtype": None, "quantization": None, **kwargs}
+    assert bytes_per_param(**args) == expected  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- worked checks (frameworks.md)
+
+LLAMA_70B = 70.6
+DSV3_BPP = bytes_per_param(dtype=None, quantization=None, native_dtype="fp8")
+
+
+@pytest.mark.parametrize(
+    ("profile", "product", "fits"),
+    [
+        pytest.param(llm(LLAMA_70B, tp=2), "A100-SXM4-80GB", False, id="70b-bf16-tp2-a100-80-no"),
+        pytest.param(llm(LLAMA_70B, tp=2), "H100-SXM5-80GB", False, id="70b-bf16-tp2-h100-no"),
+        pytest.param(llm(LLAMA_70B, tp=4), "L40S", True, id="70b-bf16-tp4-l40s-tight"),
+        pytest.param(llm(LLAMA_70B, tp=4), "A100-SXM4-80GB", True, id="70b-bf16-tp4-a100-80"),
+        pytest.param(llm(LLAMA_70B, tp=2), "H200", True, id="70b-bf16-tp2-h200"),
+        pytest.param(llm(405, tp=8, pp=2), "A100-SXM4-80GB", True, id="405b-bf16-tp8-pp2-80gb"),
+        pytest.param(llm(405, tp=8, pp=2), "H100-SXM5-80GB", True, id="405b-bf16-tp8-pp2-h100"),
+        pytest.param(llm(405, tp=8), "H100-SXM5-80GB", False, id="405b-bf16-tp8-no-pp-no"),
+        pytest.param(llm(8.0), "L4", True, id="8b-bf16-single-l4"),
+        pytest.param(llm(LLAMA_70B, quantization="awq", bytes_per_param=0.53), "H100-SXM5-80GB", True,
+                     id="70b-awq-single-h100"),
+        pytest.param(llm(LLAMA_70B, quantization="awq"), "H100-SXM5-80GB", True, id="70b-awq-bpp-from-quant"),
+        pytest.param(llm(671, tp=8, active_params_b=37, bytes_per_param=DSV3_BPP, layers=61), "H200", True,
+                     id="deepseek-v3-fp8-tp8-h200"),
+        pytest.param(llm(671, tp=8, active_params_b=37, bytes_per_param=DSV3_BPP, layers=61), "H100-SXM5-80GB",
+                     False, id="deepseek-v3-fp8-tp8-h100-no"),
+        pytest.param(llm(LLAMA_70B), "B200", True, id="70b-bf16-single-b200"),
+        pytest.param(llm(8.0), "T4", False, id="8b-bf16-t4-no"),
+    ],
+)
+def test_worked_fits(profile: WorkloadProfile, product: str, fits: bool) -> None:
+    result = fit(profile, opt(product))
+    assert result.fits is fits, result.reason
+    assert result.value == opt(product).value
+    assert result.need_gib is not None and result.need_gib > 0
+
+
+def test_70b_tp4_on_l40s_fits_tightly() -> None:
+    result = fit(llm(LLAMA_70B, tp=4), opt("L40S"))
+    assert result.fits
+    assert result.usable_gib - result.need_gib < 3.0  # "fits tightly" (frameworks.md)
+
+
+def test_reason_spells_out_the_numbers() -> None:
+    result = fit(llm(LLAMA_70B, tp=4), opt("L40S"))
+    assert result.reason == ("needs 38.2 GiB per GPU (32.9 weights + 2 overhead + 3.3 KV) of 40.5 usable "
+                             "(45 x 0.9); 70.6B x 2 B/param over TP4 x PP1")
+    assert result.need_gib == pytest.approx(38.16, abs=0.01)
+    assert result.usable_gib == pytest.approx(46068 / 1024 * 0.9)
+
+
+# --------------------------------------------------------------------------- decode time
+
+
+@pytest.mark.parametrize(
+    ("product", "low", "high"),
+    [
+        pytest.param("A100-SXM4-80GB", 20.0, 30.0, id="a100-observed-25ms"),
+        pytest.param("L40S", 90.0, 130.0, id="l40s-observed-110ms"),
+        pytest.param("H100-SXM5-80GB", 10.5, 20.0, id="h100-10.5ms-plus-allreduces"),
+    ],
+)
+def test_decode_70b_tp4(product: str, low: float, high: float) -> None:
+    result = fit(llm(LLAMA_70B, tp=4), opt(product))
+    assert result.decode_ms is not None
+    assert low <= result.decode_ms <= high
+
+
+def test_decode_h100_bandwidth_term_is_10_5_ms() -> None:
+    # frameworks.md: 70B bf16 on 4 x H100 ~ 35 GB / 3.35 TB/s ~ 10.5 ms + all-reduces
+    bare = fit(llm(LLAMA_70B, tp=4), opt("H100-SXM5-80GB"), allreduce_us=0).decode_ms
+    assert bare == pytest.approx(10.5, abs=0.1)
+    full = fit(llm(LLAMA_70B, tp=4, layers=80), opt("H100-SXM5-80GB"), allreduce_us=30).decode_ms
+    assert full == pytest.approx(bare + 2 * 80 * 30 / 1000)
+
+
+def test_decode_mixing_costs_the_slow_member_pace() -> None:
+    a100 = fit(llm(LLAMA_70B, tp=4), opt("A100-SXM4-80GB")).decode_ms
+    l40s = fit(llm(LLAMA_70B, tp=4), opt("L40S")).decode_ms
+    assert a100 is not None and l40s is not None
+    assert l40s / a100 > 4  # the observed 25 ms -> 110 ms
+
+
+def test_decode_single_gpu_has_no_allreduce() -> None:
+    result = fit(llm(8.0), opt("L4"), allreduce_us=10_000)
+    assert result.decode_ms == pytest.approx(8.0 * 2 / 300 * 1000)
+
+
+def test_decode_pipeline_parallel_does_not_divide_time() -> None:
+    tp8 = fit(llm(405, tp=8), opt("H100-SXM5-80GB")).decode_ms
+    tp8pp2 = fit(llm(405, tp=8, pp=2), opt("H100-SXM5-80GB")).decode_ms
+    assert tp8 == tp8pp2
+
+
+def test_decode_moe_uses_active_parameters() -> None:
+    dense = fit(llm(671, tp=8, bytes_per_param=1.0, layers=61), opt("H200")).decode_ms
+    moe = fit(llm(671, tp=8, active_params_b=37, bytes_per_param=1.0, layers=61), opt("H200")).decode_ms
+    assert moe is not None and dense is not None
+    assert moe == pytest.approx(37 / 8 / 4800 * 1000 + 2 * 61 * 30 / 1000)
+    assert moe < dense
+
+
+def test_decode_uses_profile_layers_over_estimate() -> None:
+    estimated = fit(llm(LLAMA_70B, tp=4), opt("A100-SXM4-80GB"), allreduce_us=100).decode_ms
+    given_layers = fit(llm(LLAMA_70B, tp=4, layers=40), opt("A100-SXM4-80GB"), allreduce_us=100).decode_ms
+    assert estimated - given_layers == pytest.approx(2 * (80 - 40) * 0.1)
+
+
+def test_decode_allreduce_defaults_to_the_catalog_slowest_member() -> None:
+    (a100,) = CAT.options(["A100-SXM4-80GB"], "karpenter")
+    default = fit(llm(LLAMA_70B, tp=4), a100).decode_ms
+    explicit = fit(llm(LLAMA_70B, tp=4), a100, allreduce_us=CAT.allreduce_latency_us(a100)).decode_ms
+    assert default == explicit
+
+
+def test_decode_allreduce_falls_back_to_link_class_for_unknown_products() -> None:
+    card = GpuProduct(id="MY-CARD", memory_gib=48, bandwidth_gbs=1000, interconnect="pcie", interconnect_gbs=64,
+                      compute_capability="8.9", family="ada-lovelace", memory_type="GDDR6")
+    option = LabelOption(value="MY-CARD", spec=card, products=("MY-CARD",))
+    result = fit(llm(LLAMA_70B, tp=4, layers=80), option)
+    assert result.decode_ms == pytest.approx(LLAMA_70B * 2 / 4 / 1000 * 1000 + 160 * 0.4)
+
+
+@pytest.mark.parametrize("kind", ["embedding", "diffusion", "vision"])
+def test_no_decode_estimate_for_non_generative_kinds(kind: str) -> None:
+    profile = dataclasses.replace(llm(0.335), kind=kind)
+    result = fit(profile, opt("L4"))
+    assert result.fits and result.decode_ms is None
+
+
+def test_decode_time_formula() -> None:
+    assert decode_time_ms(params_b=70.6, bytes_per_param=2, tensor_parallel=4, bandwidth_gbs=2039, layers=80,
+                          allreduce_us=45) == pytest.approx(35.3 / 2039 * 1000 + 7.2)
+    assert decode_time_ms(params_b=8, bytes_per_param=2, tensor_parallel=0, bandwidth_gbs=1000, layers=32,
+                          allreduce_us=45) == pytest.approx(16.0)
+
+
+@pytest.mark.parametrize(
+    ("params_b", "layers"),
+    [
+        pytest.param(0.5, 16, id="below-range-clamped"),
+        pytest.param(1.23, 16, id="llama-1b"),
+        pytest.param(3.21, 28, id="llama-3b"),
+        pytest.param(8.0, 32, id="llama-8b"),
+        pytest.param(70.6, 80, id="llama-70b"),
+        pytest.param(405, 126, id="llama-405b"),
+        pytest.param(37, 66, id="deepseek-v3-active"),
+        pytest.param(1000, 126, id="above-range-clamped"),
+    ],
+)
+def test_estimate_layers(params_b: float, layers: int) -> None:
+    assert estimate_layers(params_b) == layers
+
+
+@given(st.floats(0.01, 2000), st.floats(0.01, 2000))
+def test_estimate_layers_is_monotone(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    assert estimate_layers(lo) <= estimate_layers(hi)
+
+
+# --------------------------------------------------------------------------- the rest of fit()
+
+
+def test_unknown_model_size_fits_with_no_numbers() -> None:
+    result = fit(WorkloadProfile(tensor_parallel=4), opt("L40S"))
+    assert (result.fits, result.need_gib, result.decode_ms, result.reason) == (True, None, None, "model size unknown")
+    assert result.usable_gib == pytest.approx(46068 / 1024 * 0.9)
+    assert fit(WorkloadProfile(params_b=0.0), opt("L4")).need_gib is None
+
+
+def test_launcher_utilization_wins_and_bogus_values_are_ignored() -> None:
+    base = llm(8.0)
+    assert fit(dataclasses.replace(base, gpu_memory_utilization=0.5), opt("L4")).usable_gib == pytest.approx(
+        23034 / 1024 * 0.5)
+    assert fit(base, opt("L4"), utilization=0.8).usable_gib == pytest.approx(23034 / 1024 * 0.8)
+    assert fit(dataclasses.replace(base, gpu_memory_utilization=1.7), opt("L4")).usable_gib == pytest.approx(
+        23034 / 1024 * 0.9)
+    assert not fit(dataclasses.replace(base, gpu_memory_utilization=0.5), opt("L4")).fits
+
+
+def test_profile_bytes_per_param_wins_over_dtype() -> None:
+    result = fit(llm(8.0, dtype="float32", bytes_per_param=1.0), opt("L4"))
+    assert "8B x 1 B/param" in result.reason
+    computed = fit(llm(8.0, dtype="float32"), opt("L4"))
+    assert "8B x 4 B/param" in computed.reason and not computed.fits
+
+
+def test_kv_room_has_a_floor_and_grows_with_the_weight_share() -> None:
+    small = fit(llm(1.23), opt("L4"))
+    assert small.need_gib == pytest.approx(1.23e9 * 2 / 2**30 + 2 + 2)
+    big = fit(llm(LLAMA_70B, tp=2), opt("H200"))
+    weights = LLAMA_70B * 1e9 * 2 / 2 / 2**30
+    assert big.need_gib == pytest.approx(weights * 1.1 + 2)
+    fixed = fit(llm(LLAMA_70B, tp=2), opt("A100-SXM4-80GB"), kv_fraction=0.0)
+    assert fixed.fits  # with only a fixed 2 GiB of KV, 2 x 80 GB would be (wrongly) "enough"
+
+
+def test_overhead_and_kv_reserve_are_configurable() -> None:
+    a = fit(llm(8.0), opt("L4"), overhead_gib=1.0, kv_reserve_gib=0.5)
+    assert a.need_gib == pytest.approx(8e9 * 2 / 2**30 + 1.0 + 0.1 * 8e9 * 2 / 2**30)
+
+
+def test_coarse_option_sizes_against_the_weakest_product() -> None:
+    # 30B bf16 on one GPU: fits an 80 GB A100, but Karpenter's "a100" may be the 40 GB one.
+    profile = llm(30.0)
+    assert fit(profile, opt("A100-SXM4-80GB")).fits
+    (coarse,) = CAT.options(["A100-SXM4-80GB"], "karpenter")
+    result = fit(profile, coarse)
+    assert not result.fits
+    assert result.value == "a100"
+    assert result.usable_gib == pytest.approx(40 * 0.9)
+
+
+@pytest.mark.parametrize(
+    ("profile", "product", "fits"),
+    [
+        pytest.param(WorkloadProfile(params_b=8.0, role="training", gpus_per_pod=8, pods=1), "A100-SXM4-80GB", True,
+                     id="8b-train-8-gpus"),
+        pytest.param(WorkloadProfile(params_b=8.0, role="training", gpus_per_pod=1, pods=1), "A100-SXM4-80GB", False,
+                     id="8b-train-1-gpu-no"),
+        pytest.param(WorkloadProfile(params_b=70.6, role="training", gpus_per_pod=8, pods=1), "H100-SXM5-80GB", False,
+                     id="70b-train-8-gpus-no"),
+        pytest.param(WorkloadProfile(params_b=70.6, role="training", gpus_per_pod=8, pods=4), "H100-SXM5-80GB", True,
+                     id="70b-train-32-gpus"),
+    ],
+)
+def test_training_fit(profile: WorkloadProfile, product: str, fits: bool) -> None:
+    result = fit(profile, opt(product))
+    assert result.fits is fits, result.reason
+    assert result.decode_ms is None
+    assert "KV" not in result.reason and "activations not counted" in result.reason
+
+
+def test_training_shards_over_every_gpu_and_ignores_tp() -> None:
+    result = fit(WorkloadProfile(params_b=8.0, role="training", gpus_per_pod=4, pods=2, tensor_parallel=1,
+                                 bytes_per_param=2.0), opt("H100-SXM5-80GB"))
+    assert result.need_gib == pytest.approx(8e9 * 16 / 8 / 2**30 + 2)
+    assert "over 8 GPUs" in result.reason
+
+
+@given(st.floats(0.1, 1000), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]),
+       st.sampled_from(list(CAT.products)))
+def test_more_parallelism_never_needs_more_memory_per_gpu(params: float, tp: int, pp: int, product: str) -> None:
+    option = CAT.options([product], next(s for s in CAT.schemes if CAT.product(product).labels.get(s)))[0]
+    one = fit(llm(params, tp=tp, pp=pp), option)
+    more = fit(llm(params, tp=tp * 2, pp=pp), option)
+    assert more.need_gib is not None and one.need_gib is not None
+    assert more.need_gib <= one.need_gib
+    assert not (one.fits and not more.fits)
+
+
+@given(st.floats(0.1, 1000), st.sampled_from([1, 2, 4, 8]), st.floats(8, 200), st.floats(8, 200))
+def test_more_memory_never_breaks_a_fit(params: float, tp: int, mem_a: float, mem_b: float) -> None:
+    lo, hi = sorted((mem_a, mem_b))
+    base = CAT.product("L40S")
+    small = LabelOption("x", dataclasses.replace(base, memory_gib=lo), ("L40S",))
+    large = LabelOption("x", dataclasses.replace(base, memory_gib=hi), ("L40S",))
+    profile = llm(params, tp=tp)
+    assert not (fit(profile, small).fits and not fit(profile, large).fits)
+
+
+def test_fit_is_deterministic() -> None:
+    profile = llm(LLAMA_70B, tp=4)
+    assert fit(profile, opt("L40S")) == fit(profile, opt("L40S"))
