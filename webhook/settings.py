@@ -209,6 +209,9 @@ def from_mapping(raw: Any, *, source: str = "embedded default") -> Settings:
 def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
     label_key = doc["productLabel"]
     scheme = doc.get("labelScheme") or _scheme_for(label_key, catalog)
+    if scheme is not None and scheme not in catalog.schemes:
+        raise SettingsError(f"{source}: labelScheme: {scheme!r} is not a label scheme of the GPU catalog "
+                            f"(known: {', '.join(catalog.schemes)})")
     if scheme is None:
         raise SettingsError(f"{source}: labelScheme: cannot derive a label scheme for productLabel "
                             f"{label_key!r}; set labelScheme to one of {sorted(catalog.schemes)}")

@@ -1,0 +1,220 @@
+"""The ``gpu-admission`` CLI: every exit code, every output format, stdin, directories, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+GOOD_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: llama, namespace: ai}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.10.1
+      command: [vllm, serve, meta-llama/Llama-3.1-70B-Instruct, --tensor-parallel-size, "4"]
+      resources: {limits: {nvidia.com/gpu: 4}}
+"""
+BAD_POD = GOOD_POD.replace("name: llama,", "name: llama-l40s,").replace(
+    "  containers:", "  nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n  containers:")
+
+
+def run(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdin
+    try:
+        if stdin is not None:
+            sys.stdin = io.StringIO(stdin)
+        code = main(list(argv), out=out, err=err)
+    finally:
+        sys.stdin = old
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD_POD)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_POD)
+    return {"good": good, "bad": bad, "dir": tmp_path}
+
+
+def test_examples_all_admitted() -> None:
+    code, out, err = run("check", str(EXAMPLES), "--output", "json")
+    assert code == 0, out + err
+    doc = json.loads(out)
+    kinds = {r["kind"] for r in doc["results"]}
+    assert {"Deployment", "StatefulSet", "Job", "LeaderWorkerSet"} <= kinds
+    assert doc["summary"]["denied"] == 0 and doc["summary"]["checked"] == len(doc["results"]) >= 8
+
+
+@pytest.mark.parametrize(("which", "extra", "code"), [
+    pytest.param("good", [], 0, id="admitted-after-mutation"),
+    pytest.param("good", ["--no-mutate"], 1, id="as-written-missing-selector"),
+    pytest.param("bad", [], 1, id="denied"),
+    pytest.param("bad", ["--mode", "audit"], 0, id="audit-admits"),
+])
+def test_exit_codes(files: dict[str, Path], which: str, extra: list[str], code: int) -> None:
+    got, out, err = run("check", str(files[which]), *extra)
+    assert got == code, out + err
+
+
+def test_json_shape(files: dict[str, Path]) -> None:
+    code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned"}
+    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0}
+    good, bad = doc["results"]
+    for r in doc["results"]:
+        assert {"source", "apiVersion", "kind", "name", "namespace", "allowed", "mode", "profile", "tier",
+                "products", "patch", "warnings", "violations", "template"} <= set(r)
+        assert set(r["profile"]) == {"framework", "model", "params_b", "active_params_b", "dtype", "quantization",
+                                     "tensor_parallel", "pipeline_parallel", "data_parallel", "gpus_per_pod", "pods"}
+    assert good["source"] == f"{files['good']}#0" and good["name"] == "llama" and good["namespace"] == "ai"
+    assert good["profile"]["framework"] == "vllm" and good["profile"]["tensor_parallel"] == 4
+    assert good["profile"]["params_b"] == pytest.approx(70.6, abs=0.1) and good["profile"]["pods"] == 1
+    assert good["patch"] and good["patch"][0]["op"] == "add" and "NVIDIA-A100-SXM4-80GB" in good["products"]
+    assert bad["allowed"] is False and bad["patch"] == [] and bad["products"] is None
+    assert [v["code"] for v in bad["violations"]] == ["tier-mismatch"]
+    assert bad["violations"][0]["path"] == "/spec/nodeSelector"
+
+
+def test_lws_one_result_per_template() -> None:
+    code, out, _ = run("check", str(EXAMPLES / "lws-vllm-405b.yaml"), "--output", "json")
+    assert code == 0
+    results = json.loads(out)["results"]
+    assert [r["template"] for r in results] == ["leader", "worker"]
+    assert all(r["profile"]["pods"] == 2 for r in results)
+    assert results[0]["patch"][0]["path"].startswith("/spec/leaderWorkerTemplate/leaderTemplate/spec/")
+
+
+def test_junit(files: dict[str, Path]) -> None:
+    code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "junit")
+    assert code == 1
+    root = ET.fromstring(out)
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "1"
+    failures = root.findall(".//failure")
+    assert len(failures) == 1 and "tier-mismatch" in (failures[0].get("message") or "")
+
+
+def test_text_output(files: dict[str, Path]) -> None:
+    code, out, _ = run("check", str(files["bad"]))
+    assert code == 1
+    assert out.startswith("DENY") and "tier-mismatch" in out and "1 denied" in out
+
+
+def test_stdin_multi_document_and_list() -> None:
+    stream = GOOD_POD + "---\n" + yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        yaml.safe_load(BAD_POD), {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}]})
+    code, out, _ = run("check", "-", "--output", "json", stdin=stream)
+    assert code == 1
+    results = json.loads(out)["results"]
+    assert [r["source"] for r in results] == ["<stdin>#0", "<stdin>#1"]
+    assert results[1]["pointer"] == "/items/0"
+
+
+def test_directory_recursion(files: dict[str, Path]) -> None:
+    nested = files["dir"] / "sub" / "deeper"
+    nested.mkdir(parents=True)
+    (nested / "x.yml").write_text(GOOD_POD)
+    (nested / "notes.txt").write_text("not yaml: [")
+    code, out, _ = run("check", str(files["dir"]), "--output", "json")
+    assert code == 1
+    assert json.loads(out)["summary"]["checked"] == 3
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    pytest.param("a: [1, 2\nb: 3\n", ":2", id="unclosed-flow"),
+    pytest.param("kind: Pod\n  bad: indent\n", ":2", id="bad-indent"),
+])
+def test_bad_yaml_names_file_and_line(tmp_path: Path, content: str, needle: str) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text(content)
+    good = tmp_path / "a-good.yaml"
+    good.write_text(GOOD_POD)
+    code, out, err = run("check", str(tmp_path))
+    assert code == 2
+    assert out == ""  # nothing half-printed
+    assert str(f) + needle in err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    pytest.param(["check", "/nonexistent/file.yaml"], "no such file", id="missing-file"),
+    pytest.param(["check"], "give a file", id="no-paths"),
+    pytest.param(["check", "x.yaml", "--output", "xml"], "invalid choice", id="bad-output"),
+    pytest.param(["check", "x.yaml", "--mode", "strict"], "invalid choice", id="bad-mode"),
+    pytest.param(["frobnicate"], "invalid choice", id="unknown-command"),
+])
+def test_usage_errors(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(*argv)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert needle in err + captured.err
+
+
+def test_bad_config_is_usage_error(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("largeModelParamsB: lots\n")
+    code, out, err = run("check", str(files["good"]), "--config", str(cfg))
+    assert code == 2 and "largeModelParamsB" in err and out == ""
+
+
+def test_config_changes_decisions(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("mode: audit\n")
+    code, out, _ = run("check", str(files["bad"]), "--config", str(cfg), "--output", "json")
+    assert code == 0 and json.loads(out)["results"][0]["mode"] == "audit"
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    f = tmp_path / "bin.yaml"
+    f.write_bytes(b"\xff\xfe\x00garbage")
+    code, _, err = run("check", str(f))
+    assert code == 2 and "UTF-8" in err
+
+
+def test_explain(files: dict[str, Path]) -> None:
+    code, out, _ = run("explain", str(files["bad"]))
+    assert code == 1
+    for needle in ("Profile", "vllm", "70.6B", "TP4", "NVIDIA-L40S", "NVIDIA-A100-SXM4-80GB", "DENIED",
+                   "tier-mismatch", "decode ms/token"):
+        assert needle in out, needle
+    a100 = next(line for line in out.splitlines() if "NVIDIA-A100-SXM4-80GB " in line)
+    l40s = next(line for line in out.splitlines() if "NVIDIA-L40S " in line)
+    assert float(a100.split()[-1]) < float(l40s.split()[-1])  # HBM + NVLink decodes faster
+
+
+def test_help_explains() -> None:
+    code, out, _ = run_subprocess("check", "--help")
+    assert code == 0 and "exit codes" in out and "--no-mutate" in out
+
+
+def run_subprocess(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "webhook", *argv], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_python_dash_m_and_stdin_pipe(files: dict[str, Path]) -> None:
+    code, out, err = run_subprocess("check", "-", "--output", "json", stdin=BAD_POD)
+    assert code == 1, err
+    assert json.loads(out)["summary"]["denied"] == 1
+
+
