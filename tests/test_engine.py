@@ -239,3 +239,36 @@ def test_custom_gpu_resource_name() -> None:
     assert r.profile.gpus_per_pod == 4
     (r,) = judge(obj, S)
     assert r.profile.gpus_per_pod == 0
+
+
+# ----------------------------------------------------------------------------- robustness
+
+from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st  # noqa: E402
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=True),
+                      st.text(max_size=30), st.sampled_from(["4", "vllm", "serve", "-tp", "$(X)", "sh", "-c"]))
+json_any = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                           st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+                        max_leaves=25)
+container_st = st.fixed_dictionaries({}, optional={
+    "name": json_any, "image": json_any, "command": json_any, "args": json_any, "env": json_any,
+    "resources": st.one_of(json_any, st.fixed_dictionaries({"limits": st.fixed_dictionaries(
+        {"nvidia.com/gpu": json_leaf})}))})
+pod_st = st.fixed_dictionaries({"apiVersion": st.just("v1"), "kind": st.just("Pod")}, optional={
+    "metadata": st.one_of(json_any, st.fixed_dictionaries({}, optional={"annotations": st.one_of(
+        json_any, st.dictionaries(st.sampled_from(["gpu-admission.io/params", "gpu-admission.io/tier",
+                                                   "gpu-admission.io/tensor-parallel", "gpu-admission.io/model",
+                                                   "gpu-admission.io/mode"]), json_leaf))})),
+    "spec": st.one_of(json_any, st.fixed_dictionaries({}, optional={
+        "containers": st.one_of(json_any, st.lists(container_st, max_size=3)),
+        "initContainers": st.lists(container_st, max_size=2),
+        "nodeSelector": json_any, "affinity": json_any}))})
+
+
+@hyp_settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=pod_st)
+def test_engine_never_raises(obj: Any) -> None:
+    for r in judge(obj, S):
+        assert isinstance(r.decision.allowed, bool)
+        if r.patch:
+            jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))

@@ -426,6 +426,23 @@ def _is_flag(token: str) -> bool:
     return token.startswith("-") and len(token) > 1 and not _NEGATIVE_NUMBER_RE.fullmatch(token)
 
 
+_OVERRIDE_RE = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_]{0,64}\.[A-Za-z0-9_.]{0,200}=")
+
+
+def _plausible_value(token: str | None) -> bool:
+    """Whether an unknown flag probably takes ``token`` as its value.
+
+    Not when it is a flag, a script (``train.py``) or a Hydra override (``trainer.devices=8``),
+    which are what follow boolean flags in practice.
+    """
+    return (
+        token is not None
+        and not _is_flag(token)
+        and not token.endswith((".py", ".sh"))
+        and not _OVERRIDE_RE.match(token)
+    )
+
+
 def _bool_literal(token: str) -> bool:
     return token.lower() in ("true", "false", "1", "0", "yes", "no")
 
@@ -459,8 +476,7 @@ def scan(args: Sequence[str], table: Mapping[str, Flag], *, stop_at_positional: 
         flag = table.get(norm_flag(name))
         nxt = args[i + 1] if i + 1 < n else None
         if flag is None:
-            takes = not eq and nxt is not None and not _is_flag(nxt) and not nxt.endswith((".py", ".sh"))
-            i += 2 if takes else 1
+            i += 2 if not eq and _plausible_value(nxt) else 1
             continue
         if eq:
             value, i = inline, i + 1
@@ -920,14 +936,16 @@ def _read_script_args(args: Sequence[str], b: _Spec, *, path: str = "") -> str |
     return _training_kind(args, found, path, hydra=hydra)
 
 
-_NEMO_SCRIPT_RE = re.compile(r"(?:^|.*/)nemo/(?:.*/)?megatron_[\w-]{1,64}\.py", re.I)
+_NEMO_SCRIPT_RE = re.compile(r"megatron_[\w-]{1,64}\.py")
+"""NeMo 1 example scripts (``.../NeMo/examples/.../megatron_gpt_pretraining.py``)."""
 _MEGATRON_SCRIPT_RE = re.compile(r"pretrain_(?:gpt|bert|t5|mamba|llama|vlm|retro|ict)[\w-]{0,32}\.py")
 
 
 def _training_kind(args: Sequence[str], found: Scan, path: str, *, hydra: bool) -> str | None:
     """``nemo`` (Hydra overrides, NeMo's underscore flags or scripts), ``megatron`` or None."""
     underscore = any(a.startswith("--tensor_model_parallel_size") for a in args[:512])
-    if hydra or underscore or _NEMO_SCRIPT_RE.fullmatch(path[:1024]):
+    nemo_script = "/nemo/" in path[:1024].lower() and _NEMO_SCRIPT_RE.fullmatch(_base(path)[:128])
+    if hydra or underscore or nemo_script:
         return "nemo"
     megatron_flags = ("tensor_parallel", "pipeline_parallel", "expert_parallel")
     if any(k in found.values for k in megatron_flags) or _MEGATRON_SCRIPT_RE.fullmatch(_base(path)[:128]):
