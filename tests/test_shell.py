@@ -12,15 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.shell import (
-    Invocation,
-    container_env,
-    expand_kubelet,
-    invocations,
-    is_secret_name,
-    split_commands,
-    split_words,
-)
+from webhook.container_env import container_env, expand_kubelet, is_secret_name
+from webhook.shell import Invocation, invocations, split_commands, split_words
 
 
 def argvs(container: dict[str, Any], env: dict[str, str] | None = None) -> list[tuple[str, ...]]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence, TextIO
 
-from webhook import engine, report, settings as settings_mod, sources
+from webhook import certs as certs_mod, engine, report, settings as settings_mod, sources
 from webhook.explain import render_explain
 from webhook.settings import MODES, SettingsError
 from webhook.workloads import documents
@@ -55,6 +56,30 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-mutate", action="store_true",
                        help="judge objects as written, not as they are after the mutating webhook")
 
+    serve = sub.add_parser(
+        "serve", help="run the admission server (gunicorn, TLS)",
+        description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1), "
+                    "GET /healthz, /readyz and /metrics, over TLS 1.2+ with threaded gunicorn workers. "
+                    "Certificate and policy files are reloaded when they change, without a restart.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    serve.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy); "
+                       "reloaded on change, an invalid new version keeps the last good one")
+    serve.add_argument("--cert", metavar="FILE", default="certs/tls.crt", help="serving certificate (PEM)")
+    serve.add_argument("--key", metavar="FILE", default="certs/tls.key", help="serving key (PEM)")
+    serve.add_argument("--client-ca", metavar="FILE", default=None,
+                       help="require client certificates signed by this CA (mutual TLS with kube-apiserver)")
+    serve.add_argument("--bind", metavar="HOST:PORT", default="0.0.0.0:8443", help="listen address")
+    serve.add_argument("--workers", metavar="N", type=_positive, default=2, help="worker processes")
+    serve.add_argument("--threads", metavar="N", type=_positive, default=8,
+                       help="threads per worker (each holds keep-alive connections from kube-apiserver)")
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+    certs = sub.add_parser(
+        "certs", help="create a CA and a serving certificate for the webhook",
+        description="Create a CA and a serving certificate with the Service DNS names (and IP SANs) "
+                    "kube-apiserver verifies; print the base64 caBundle for the webhook configuration.")
+    certs_mod.add_arguments(certs)
+
     explain = sub.add_parser(
         "explain", help="show the analysis of a manifest for people",
         description="Profile, candidate GPUs with memory fit and decode estimate, and the verdict.")
@@ -62,6 +87,40 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
     explain.add_argument("--mode", choices=MODES, default=None, help="enforce or audit")
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Validate everything a worker needs before forking, so a bad flag fails here with exit 2."""
+    from webhook import server
+    from webhook.certs import pair_problem
+
+    try:
+        settings_mod.load(args.config)
+    except SettingsError as exc:
+        print(f"gpu-admission serve: {exc}", file=err)
+        return EXIT_USAGE
+    problem = pair_problem(args.cert, args.key)
+    if problem:
+        print(f"gpu-admission serve: {problem} (create a pair with: gpu-admission certs --service NAME "
+              f"--namespace NS --ip 127.0.0.1)", file=err)
+        return EXIT_USAGE
+    if args.client_ca and not Path(args.client_ca).is_file():
+        print(f"gpu-admission serve: --client-ca {args.client_ca}: no such file", file=err)
+        return EXIT_USAGE
+    host, sep, port = args.bind.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        print(f"gpu-admission serve: --bind must be HOST:PORT, got {args.bind!r}", file=err)
+        return EXIT_USAGE
+    return server.run(server.ServeOptions(
+        cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
+        config=Path(args.config) if args.config else None,
+        client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level))
 
 
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
@@ -122,7 +181,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
-    commands = {"check": cmd_check, "explain": cmd_explain}
+    commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": certs_mod.run}
     return commands[args.command](args, out, err)
 
 

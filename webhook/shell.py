@@ -1,9 +1,10 @@
-"""Container ``command``/``args``/``env`` -> the command lines the container will run.
+"""Container ``command``/``args`` -> the command lines the container will run.
 
 A launcher's flags hide in three shapes in real manifests: a plain exec list, one ``sh -c`` string
 joined with ``&&`` and backslash-newlines, and variables (``$(VAR)`` expanded by the kubelet,
 ``${VAR}`` by the shell). This module undoes exactly those layers and nothing more, so
-``launchers`` can read flags from plain argv tuples. It never runs anything, never raises on odd
+``launchers`` can read flags from plain argv tuples; reading the env itself (and deciding which
+variables are secrets) is ``container_env``'s job. It never runs anything, never raises on odd
 JSON, and keeps every loop bounded (caps on items, words and characters) because it judges
 untrusted objects inside the API server's admission deadline.
 
@@ -17,22 +18,17 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from webhook.container_env import container_env, expand_kubelet, is_secret_name, scalar_text
 
 __all__ = [
     "Invocation",
-    "container_env",
-    "env_sources",
-    "expand_kubelet",
     "invocations",
-    "is_secret_name",
     "split_commands",
     "split_words",
 ]
 
-MAX_ENV_ENTRIES = 1024
-"""Env entries read per container; the API server would reject far fewer long before this."""
-MAX_NAME_CHARS = 253
 _BRACE_WINDOW = 256
 """How far ``${`` looks for its ``}``: keeps hostile ``${${${...`` strings linear."""
 _MAX_NESTING = 4
@@ -47,11 +43,6 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
 _ASSIGN_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,255})=(.*)", re.S)
 _BRACE_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,255}|[0-9]{1,3}|[@*])(?:(:?[-=+?])(.*))?", re.S)
 _REDIRECT_RE = re.compile(r"\d{0,2}(?:&>>?|>>?&?|<<?<?|<&|>\|)")
-_SECRET_RE = re.compile(
-    r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|"
-    r"(?:^|_)(?:KEY|PASS|PAT|PWD|CERT)(?:$|_)",
-    re.I,
-)
 
 
 @dataclass(frozen=True)
@@ -69,176 +60,6 @@ class Invocation:
     def env_map(self) -> dict[str, str]:
         """``env`` as a dict, later entries winning."""
         return dict(self.env)
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a variable name looks like it holds a credential (``HF_TOKEN``, ``AWS_SECRET_...``).
-
-    Such variables are never expanded or recorded, so their values cannot reach a report even when
-    a command line mentions them.
-    """
-    return isinstance(name, str) and bool(_SECRET_RE.search(name[:MAX_NAME_CHARS]))
-
-
-# --------------------------------------------------------------------------- env
-
-
-def container_env(container: Mapping[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
-    """``env``/``envFrom`` -> (literal values by name, what is unknowable at admission).
-
-    The second item lists names set by ``valueFrom`` and one description per ``envFrom`` source
-    (``envFrom configMap NAME``) because such a source may set *any* variable. Entries are read in
-    the kubelet's order (``envFrom`` first, then ``env``, later entries overriding earlier ones) and a
-    literal value's ``$(VAR)`` references are expanded from the entries before it, as the kubelet
-    does. Malformed entries are skipped or stringified: this never raises.
-    """
-    if not isinstance(container, Mapping):
-        return {}, ()
-    literal: dict[str, str] = {}
-    unknown: dict[str, None] = {}
-    sources = [_env_from_description(item) for item in _bounded(container.get("envFrom"))]
-    for name, value in _env_entries(container.get("env")):
-        if value is None:
-            literal.pop(name, None)
-            unknown[name] = None
-        else:
-            unknown.pop(name, None)
-            literal[name] = expand_kubelet(value, literal)
-    hidden = tuple(unknown) + tuple(s for s in sources if s)
-    return literal, hidden
-
-
-def env_sources(container: Mapping[str, Any]) -> dict[str, str]:
-    """``valueFrom`` names -> where the value lives (``ConfigMap llm key tp``), never the value."""
-    out: dict[str, str] = {}
-    if not isinstance(container, Mapping):
-        return out
-    env = container.get("env")
-    for item in _bounded(env if isinstance(env, list) else ()):
-        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
-            value_from = item.get("valueFrom")
-            if isinstance(value_from, Mapping):
-                out[item["name"]] = _value_from_description(value_from)
-            else:
-                out.pop(item["name"], None)
-    return out
-
-
-def _bounded(value: Any) -> Iterable[Any]:
-    """The first ``MAX_ENV_ENTRIES`` items of a list; nothing for anything else."""
-    return itertools.islice(value, MAX_ENV_ENTRIES) if isinstance(value, list) else ()
-
-
-def _env_entries(env: Any) -> Iterable[tuple[str, str | None]]:
-    """(name, literal value or ``None`` when set by ``valueFrom``) for each well-formed entry.
-
-    A dict instead of a list (a common templating slip) is read as name -> value.
-    """
-    if isinstance(env, Mapping):
-        items: Iterable[Any] = (
-            {"name": k, "value": v} for k, v in itertools.islice(env.items(), MAX_ENV_ENTRIES)
-        )
-    else:
-        items = _bounded(env)
-    for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
-            continue
-        if isinstance(item.get("valueFrom"), Mapping):
-            yield name, None
-            continue
-        value = _scalar(item.get("value"))
-        yield name, "" if value is None else value
-
-
-def _env_from_description(item: Any) -> str:
-    """``envFrom`` entry -> ``envFrom configMap NAME (prefix P_)``, or '' when malformed."""
-    if not isinstance(item, Mapping):
-        return ""
-    for key, kind in (("configMapRef", "configMap"), ("secretRef", "secret")):
-        ref = item.get(key)
-        if isinstance(ref, Mapping):
-            text = f"envFrom {kind} {_short(ref.get('name')) or '(unnamed)'}"
-            prefix = _short(item.get("prefix"))
-            return f"{text} (prefix {prefix})" if prefix else text
-    return ""
-
-
-def _value_from_description(value_from: Mapping[str, Any]) -> str:
-    """A ``valueFrom`` object -> a human description of its source (names only)."""
-    for key, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
-        ref = value_from.get(key)
-        if isinstance(ref, Mapping):
-            return f"{kind} {_short(ref.get('name')) or '(unnamed)'} key {_short(ref.get('key')) or '?'}"
-    ref = value_from.get("fieldRef")
-    if isinstance(ref, Mapping):
-        return f"the pod field {_short(ref.get('fieldPath')) or '?'}"
-    ref = value_from.get("resourceFieldRef")
-    if isinstance(ref, Mapping):
-        return f"the container resource {_short(ref.get('resource')) or '?'}"
-    return "a valueFrom source"
-
-
-def _short(value: Any) -> str:
-    """A name-like scalar as a bounded string ('' for anything else)."""
-    text = _scalar(value)
-    return text[:MAX_NAME_CHARS] if text else ""
-
-
-def _scalar(value: Any) -> str | None:
-    """Stringify JSON scalars the way a YAML author meant them; ``None`` for the rest."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    return None
-
-
-# --------------------------------------------------------------------------- kubelet $(VAR)
-
-
-def expand_kubelet(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion exactly like the kubelet.
-
-    Port of ``third_party/forked/golang/expansion``: ``$(VAR)`` is replaced when VAR is defined and
-    left as written when not, ``$$`` escapes to ``$``, any other ``$x`` and an unclosed ``$(`` stay
-    as they are. The scan for ``)`` is cached so hostile input stays linear.
-    """
-    if not isinstance(text, str) or "$" not in text:
-        return text if isinstance(text, str) else ""
-    out: list[str] = []
-    checkpoint = 0
-    cursor = 0
-    n = len(text)
-    next_close = -2  # -2: not searched yet; -1: no ')' at or after the last search point
-    while cursor < n:
-        if text[cursor] == "$" and cursor + 1 < n:
-            out.append(text[checkpoint:cursor])
-            nxt = text[cursor + 1]
-            if nxt == "$":
-                out.append("$")
-            elif nxt == "(":
-                if next_close == -2 or (next_close != -1 and next_close < cursor + 2):
-                    next_close = text.find(")", cursor + 2)
-                if next_close == -1:
-                    out.append("$(")
-                else:
-                    name = text[cursor + 2 : next_close]
-                    value = env.get(name) if isinstance(env, Mapping) else None
-                    out.append(value if isinstance(value, str) else f"$({name})")
-                    cursor = next_close
-                    checkpoint = cursor + 1
-                    cursor += 1
-                    continue
-            else:
-                out.append("$" + nxt)
-            cursor += 1
-            checkpoint = cursor + 1
-        cursor += 1
-    out.append(text[checkpoint:])
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- scripts
@@ -873,11 +694,11 @@ def _as_items(value: Any, limit: int, *, script_slot: bool) -> list[str]:
     if isinstance(value, str):
         return [value] if script_slot else split_words(value)[:limit]
     if not isinstance(value, list):
-        scalar = _scalar(value)
+        scalar = scalar_text(value)
         return [scalar] if scalar is not None else []
     out: list[str] = []
     for item in itertools.islice(value, limit):
-        scalar = _scalar(item)
+        scalar = scalar_text(item)
         if scalar is not None:
             out.append(scalar)
     return out

@@ -1,0 +1,130 @@
+"""AdmissionReview request -> engine -> AdmissionReview response, for both webhook endpoints.
+
+Pure: no Flask, no clock. ``/mutate`` pins pods and never denies (denial is the validator's job, so
+the order of mutating webhooks cannot matter); ``/validate`` judges pods as they arrive (after
+mutation) and workload templates as their pods will be once mutated, so ``kubectl apply`` of a
+Deployment gets the verdict at apply time instead of in a ReplicaSet event nobody reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from webhook import engine, review
+from webhook.domain import JSON
+from webhook.engine import TemplateResult
+from webhook.review import Request
+from webhook.settings import Settings
+from webhook.workloads import WORKLOAD_KINDS, documents
+
+JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A completed response plus the facts the server logs and counts."""
+
+    review: dict[str, JSON]
+    allowed: bool
+    mode: str
+    codes: tuple[str, ...] = ()
+    tier: str | None = None
+    judged: bool = False
+    """False when the request was allowed at once (other operations, kinds or subresources)."""
+
+
+def _allow_at_once(req: Request, mode: str) -> Outcome:
+    return Outcome(review.respond(req, allowed=True), True, mode)
+
+
+def _results(req: Request, settings: Settings, *, mode: str, mutate: bool) -> list[TemplateResult]:
+    results: list[TemplateResult] = []
+    for pointer, obj in documents(req.obj):
+        results.extend(engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer))
+    return results
+
+
+def _subject(req: Request) -> str:
+    ns = f"{req.namespace}/" if req.namespace else ""
+    return f"{req.kind_name or 'object'} {ns}{req.name or '(generated name)'}"
+
+
+def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
+    """What the apiserver's audit log should remember: tier, products, model, size, TP, verdict."""
+    gpu = [r for r in results if r.profile.gpus_per_pod > 0] or list(results)
+    if not gpu:
+        return {}
+    first = gpu[0]
+    d, p = first.decision, first.profile
+    out = {
+        "decision": "allowed" if all(r.decision.allowed for r in results) else "denied",
+        "mode": d.mode,
+        "tier": d.tier or "none",
+        "products": ",".join(d.placement.values) if d.placement else "any",
+        "model": p.model or "unknown",
+        "params-b": f"{p.params_b:g}" if p.params_b is not None else "unknown",
+        "tensor-parallel": str(p.tensor_parallel) if p.tensor_parallel else "unknown",
+        "gpus-per-pod": str(p.gpus_per_pod),
+    }
+    codes = sorted({v.code for r in results for v in r.decision.violations})
+    if codes:
+        out["violations"] = ",".join(codes)
+    return out
+
+
+def _denial_message(req: Request, results: Sequence[TemplateResult]) -> str:
+    parts = []
+    for r in results:
+        where = f"[{r.template.template}] " if r.template.template else ""
+        for v in r.decision.violations:
+            parts.append(f"{where}{v.code}: {v.message} (at {v.path or '/'})")
+    return f"gpu-admission denied {_subject(req)}: " + "; ".join(parts)
+
+
+def _warnings(results: Sequence[TemplateResult]) -> list[str]:
+    out: list[str] = []
+    for r in results:
+        out.extend(r.decision.warnings)
+    return out
+
+
+def mutate(req: Request, settings: Settings) -> Outcome:
+    """Pin a pod to its tier. Never denies; other kinds and operations pass untouched."""
+    mode = settings.mode
+    if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate:
+        return _allow_at_once(req, mode)
+    results = _results(req, settings, mode=mode, mutate=True)
+    patch = [op for r in results for op in r.patch]
+    warnings = []
+    tier = next((r.decision.tier for r in results if r.decision.tier), None)
+    if patch:
+        placed = next(r.decision for r in results if r.patch)
+        assert placed.placement is not None
+        warnings.append(f"gpu-admission pinned {placed.placement.label_key} to tier {tier}: "
+                        + ", ".join(placed.placement.values))
+    return Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings), True, mode,
+                   tier=tier, judged=True)
+
+
+def validate(req: Request, settings: Settings, *, mode: str) -> Outcome:
+    """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation)."""
+    kind = req.kind_name
+    if req.operation not in JUDGED_OPERATIONS or req.sub_resource or kind not in WORKLOAD_KINDS:
+        return _allow_at_once(req, mode)
+    if kind == "Pod" and req.operation != "CREATE":
+        return _allow_at_once(req, mode)  # pod node selection is immutable after creation
+    results = _results(req, settings, mode=mode, mutate=False if kind == "Pod" else None)
+    if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed for r in results):
+        return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
+    allowed = all(r.decision.allowed for r in results)
+    codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
+    tier = next((r.decision.tier for r in results if r.decision.tier), None)
+    reply = review.respond(
+        req,
+        allowed=allowed,
+        message=None if allowed else _denial_message(req, results),
+        warnings=_warnings(results),
+        audit_annotations=_audit_annotations(results),
+    )
+    return Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True)

@@ -1,0 +1,168 @@
+"""The HTTP front door: ``create_app(settings)`` with the admission routes, health and metrics.
+
+Routes are thin: parse the review (``review``), hand it to ``admission``, log and count. Error
+mapping follows the contract: a bad *request* is HTTP 400 (or 413 when too big) with a JSON reason;
+a bad *object* is a 200 denial; an unexpected exception is a 500 with a message and a log line
+naming the request uid, never a dropped connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from webhook import admission, review
+from webhook.certs import certificate_expiry, pair_problem
+from webhook.filewatch import stat_signature
+from webhook.live_settings import LiveSettings
+from webhook.metrics import Metrics
+from webhook.review import ReviewError
+from webhook.settings import MODES, Settings, default as default_settings
+
+log = logging.getLogger("gpu_admission.decision")
+errlog = logging.getLogger("gpu_admission.server")
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(json.dumps(payload, separators=(",", ":")), status=status, mimetype="application/json")
+
+
+def _peek_uid(body: bytes) -> str | None:
+    """The uid of a review for error logs, without trusting the body."""
+    try:
+        doc = json.loads(body)
+        uid = doc.get("request", {}).get("uid")
+        return uid if isinstance(uid, str) else None
+    except Exception:  # noqa: BLE001 - best effort only
+        return None
+
+
+class _CertStatus:
+    """Certificate facts for /readyz and the expiry gauge, re-read only when the file changes."""
+
+    def __init__(self, cert: str | Path | None, key: str | Path | None) -> None:
+        self.cert, self.key = cert, key
+        self._cache: tuple[Any, str | None, float | None] = (None, None, None)
+
+    def read(self) -> tuple[str | None, float | None]:
+        if self.cert is None or self.key is None:
+            return None, None
+        # re-read when either file changes, and once a minute so expiry is noticed without a change
+        signature = (stat_signature(Path(self.cert)), stat_signature(Path(self.key)), int(time.time() // 60))
+        if self._cache[0] != signature:
+            self._cache = (signature, pair_problem(self.cert, self.key), certificate_expiry(self.cert))
+        return self._cache[1], self._cache[2]
+
+
+def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
+               cert_file: str | Path | None = None, key_file: str | Path | None = None,
+               metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter) -> Flask:
+    """Build the admission server app. ``settings``: fixed Settings, a LiveSettings that reloads its
+    file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness."""
+    if isinstance(settings, LiveSettings):
+        live = settings
+    else:
+        live = LiveSettings.fixed(settings if settings is not None else default_settings())
+    m = metrics or Metrics()
+    live.set_hook(lambda result, _err: (m.reloads.labels(result=result).inc(),
+                                        m.config_valid.set(1 if result == "success" else 0)))
+    certs = _CertStatus(cert_file, key_file)
+    app = Flask("gpu_admission")
+    app.config["MAX_CONTENT_LENGTH"] = max_body
+    app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
+
+    def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
+        started = clock()
+        body = request.get_data(cache=False)
+        try:
+            req = review.parse(body, request.content_type)
+        except ReviewError as exc:
+            m.errors.labels(status=str(exc.status)).inc()
+            return _json({"error": exc.message}, exc.status)
+        try:
+            outcome = decide(req, live.current())
+        except Exception as exc:  # noqa: BLE001 - the contract: a 500 with a message, never a dropped connection
+            m.errors.labels(status="500").inc()
+            errlog.exception("internal error on %s uid=%s", endpoint, req.uid,
+                             extra={"event": "error", "uid": req.uid, "endpoint": endpoint})
+            return _json({"error": f"internal error judging uid {req.uid}: {type(exc).__name__}"}, 500)
+        elapsed = clock() - started
+        m.requests.labels(endpoint=endpoint, mode=outcome.mode, allowed=str(outcome.allowed).lower(),
+                          dry_run=str(req.dry_run).lower()).inc()
+        m.duration.labels(endpoint=endpoint).observe(elapsed)
+        for code in outcome.codes:
+            m.violations.labels(code=code).inc()
+        if outcome.judged:
+            log.info("decision", extra={"event": "decision", "fields": {
+                "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,
+                "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
+                "allowed": outcome.allowed, "codes": list(outcome.codes), "tier": outcome.tier,
+                "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3)}})
+        return _json(outcome.review)
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        return handle("mutate", admission.mutate)
+
+    @app.post("/validate")
+    def validate() -> Response:
+        mode = request.args.get("mode", "enforce")
+        if mode not in MODES:
+            m.errors.labels(status="400").inc()
+            return _json({"error": f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}"}, 400)
+
+        def decide(req: review.Request, s: Settings) -> admission.Outcome:
+            return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce")
+        return handle("validate", decide)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        live.current()
+        problem, expiry = certs.read()
+        if expiry is not None:
+            m.cert_expiry.set(expiry)
+        reasons = [problem] if problem else []
+        body: dict[str, Any] = {"status": "ok" if not reasons else "not ready",
+                                "policy": live.current().source}
+        if live.last_error:
+            body["policy_reload_error"] = live.last_error
+        if reasons:
+            body["reasons"] = reasons
+        return _json(body, 200 if not reasons else 503)
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        _problem, expiry = certs.read()
+        if expiry is not None:
+            m.cert_expiry.set(expiry)
+        payload, content_type = m.exposition()
+        return Response(payload, mimetype=content_type.split(";")[0],
+                        headers={"Content-Type": content_type})
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def too_large(_exc: RequestEntityTooLarge) -> Response:
+        m.errors.labels(status="413").inc()
+        return _json({"error": f"body larger than {max_body} bytes"}, 413)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        return _json({"error": exc.description or exc.name}, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:  # pragma: no cover - last resort, routes catch their own
+        errlog.exception("unhandled error", extra={"event": "error", "uid": _peek_uid(request.get_data())})
+        return _json({"error": f"internal error: {type(exc).__name__}"}, 500)
+
+    return app

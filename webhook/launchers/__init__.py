@@ -1,0 +1,22 @@
+"""Container -> ``LaunchSpec``: which launcher runs, which model, how much parallelism.
+
+``shell`` turns the container into plain argv tuples; this package recognises the launcher in one
+of them and reads its flags through one small table per framework. Modules, in pipeline order:
+
+- ``values``: strict value converters and the fields they feed (``canonical_dtype``...)
+- ``flags``: per-framework flag tables (spelling -> field) and ``norm_flag``
+- ``scan``: reading an argv with a flag table
+- ``spec``: the builder that turns raw values into a LaunchSpec and explains what is hidden
+- ``context``: what a parser may know about the container (env with secrets withheld, image)
+- ``serving``, ``nim``, ``training``: one parser per framework
+- ``programs``, ``detection``: argv -> program -> known launcher
+- ``container``: ``parse_container``, the entry point
+"""
+
+from __future__ import annotations
+
+from webhook.launchers.container import parse_container
+from webhook.launchers.flags import Flag, norm_flag
+from webhook.launchers.values import canonical_dtype, canonical_quantization
+
+__all__ = ["parse_container", "Flag", "canonical_dtype", "canonical_quantization", "norm_flag"]

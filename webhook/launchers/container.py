@@ -1,0 +1,96 @@
+"""Container -> ``LaunchSpec``: find the command line that runs a known launcher and parse it.
+
+The entry point of the package: builds the container's context, tries every command line, falls
+back to the image (NIM by name, launcher images whose entrypoint runs when no command is set),
+and makes sure no env value (secrets above all) leaves the pod in the finished spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from webhook.container_env import is_secret_name
+from webhook.domain import LaunchSpec
+from webhook.launchers.context import Ctx, context, with_argvs
+from webhook.launchers.detection import IMAGES, Launcher, detect
+from webhook.launchers.nim import NIM_IMAGE_RE, parse_nim
+from webhook.launchers.spec import MAX_MESSAGES, Spec
+from webhook.shell import Invocation, invocations
+
+
+def parse_container(container: Mapping[str, Any]) -> LaunchSpec | None:
+    """Find the first command line in the container that runs a known launcher and read model,
+    parallelism and precision from its flags and env.
+
+    Falls back to the image (NIM by name; TGI, vLLM, KServe, Ollama images whose entrypoint is
+    the launcher when the container sets no command). ``None`` when nothing known runs (a plain
+    CPU app). Never raises on JSON input and never puts an env value into ``hidden``/``notes``.
+    """
+    if not isinstance(container, Mapping):
+        return None
+    ctx = context(container)
+    runs, notes = invocations(container, ctx.env)
+    ctx = with_argvs(ctx, runs, container)
+    for run in runs:
+        hit = detect(run.argv)
+        if hit is not None:
+            spec = _run_parser(hit[0], hit[1], ctx, run)
+            return _finish(spec, notes, ctx)
+    spec = _parse_by_image(container, ctx)
+    return _finish(spec, notes, ctx) if spec is not None else None
+
+
+def _run_parser(launcher: Launcher, args: Sequence[str], ctx: Ctx, run: Invocation | None) -> LaunchSpec:
+    """Run one launcher's parser with the env the command line sees (script exports included)."""
+    if run is not None and run.env:
+        extra = {k: v for k, v in run.env if k not in ctx.withheld and not is_secret_name(k)}
+        ctx = replace(ctx, env={**ctx.env, **extra})
+    b = Spec(ctx, launcher.framework, launcher.role)
+    launcher.parse(args, b)
+    return b.build()
+
+
+def _parse_by_image(container: Mapping[str, Any], ctx: Ctx) -> LaunchSpec | None:
+    """NIM by image name; launcher images only when ``command`` is absent (the entrypoint runs)."""
+    if NIM_IMAGE_RE.search(ctx.image):
+        return _run_parser(Launcher("nim", "inference", parse_nim), (), ctx, None)
+    if container.get("command") not in (None, []):
+        return None
+    for pattern, entry in IMAGES:
+        if pattern.search(ctx.image):
+            args = _entrypoint_args(container, ctx)
+            hit = detect(tuple(entry.split()) + args)
+            if hit is not None:
+                return _run_parser(hit[0], hit[1], ctx, None)
+    return None
+
+
+def _entrypoint_args(container: Mapping[str, Any], ctx: Ctx) -> tuple[str, ...]:
+    """``args`` as the image entrypoint receives them ($(VAR)-expanded, capped)."""
+    probe = {"command": ["entrypoint"], "args": container.get("args"),
+             "env": container.get("env"), "envFrom": container.get("envFrom")}
+    runs, _ = invocations(probe, ctx.env)
+    return runs[0].argv[1:] if runs else ()
+
+
+def _finish(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
+    """Attach the shell's notes and make sure no env value (secrets above all) left the pod."""
+    all_notes = list(dict.fromkeys([*spec.notes, *notes]))[:MAX_MESSAGES]
+    changes: dict[str, Any] = {}
+    for name in ("model", "dtype", "quantization", "kv_cache_dtype"):
+        value = getattr(spec, name)
+        if isinstance(value, str) and any(s in value for s in ctx.secret_values):
+            changes[name] = None
+            all_notes.append(f"{name} withheld: it contains the value of a secret-named variable")
+    changes["hidden"] = tuple(_redact(h, ctx.env_values) for h in spec.hidden)
+    changes["notes"] = tuple(_redact(n, ctx.env_values) for n in all_notes)
+    return replace(spec, **changes)
+
+
+def _redact(text: str, values: Sequence[str]) -> str:
+    """Belt and braces: messages are built from names only, but never let a value through."""
+    for value in values[:256]:
+        if value in text:
+            text = text.replace(value, "<value>")
+    return text

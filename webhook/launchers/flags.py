@@ -1,0 +1,228 @@
+"""Per-framework flag tables: every spelling a launcher accepts -> the field it sets.
+
+One small table per framework (plus the Hydra override keys NeMo and Lightning scripts use), so
+adding a spelling is a one-line change and every spelling is testable from a table. The tables say
+only what a flag means and whether it takes a value; ``scan`` reads argvs with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Flag:
+    """What one flag spelling means: the field it sets and whether it takes a value.
+
+    ``field`` is a key of ``FIELDS``, a parser-specific name (``config``, ``sharded``,
+    ``ep_enabled``...) or ``""`` for flags that only need to be skipped correctly. ``kind`` is
+    ``value``, ``bool`` (never takes the next token) or ``optbool`` (takes it only when it is
+    ``true``/``false``, like TGI's ``--sharded true`` and HF Trainer's ``--bf16 True``).
+    """
+
+    field: str
+    kind: str = "value"
+
+
+def norm_flag(spelling: str) -> str:
+    """Lower-case with ``_`` -> ``-`` after the leading dashes: every spelling looks the same."""
+    stripped = spelling.lstrip("-")
+    return spelling[: len(spelling) - len(stripped)] + stripped.replace("_", "-").lower()
+
+
+def _table(*rows: tuple[str, str, str]) -> dict[str, Flag]:
+    """Rows of (space-separated spellings, field, kind) -> lookup by normalised spelling."""
+    out: dict[str, Flag] = {}
+    for spellings, fld, kind in rows:
+        for spelling in spellings.split():
+            out[norm_flag(spelling)] = Flag(fld, kind)
+    return out
+
+
+V, B, OB = "value", "bool", "optbool"
+
+VLLM_FLAGS = _table(
+    ("--model", "model", V),
+    ("--tensor-parallel-size -tp", "tensor_parallel", V),
+    ("--pipeline-parallel-size -pp", "pipeline_parallel", V),
+    ("--data-parallel-size -dp", "data_parallel", V),
+    ("--nnodes", "nnodes", V),
+    ("--enable-expert-parallel -ep", "ep_enabled", B),
+    ("--dtype", "dtype", V),
+    ("--quantization -q", "quantization", V),
+    ("--kv-cache-dtype", "kv_cache_dtype", V),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", V),
+    ("--config", "config", V),
+    ("--served-model-name --tokenizer --data-parallel-size-local -dpl --node-rank -O", "", V),
+    (
+        "--trust-remote-code --enforce-eager --enable-prefix-caching --no-enable-prefix-caching "
+        "--enable-chunked-prefill --no-enable-chunked-prefill --disable-log-requests "
+        "--enable-log-requests --disable-log-stats --enable-auto-tool-choice --enable-lora "
+        "--disable-custom-all-reduce --enable-reasoning --headless --enable-sleep-mode "
+        "--disable-frontend-multiprocessing --async-scheduling --data-parallel-hybrid-lb "
+        "--data-parallel-external-lb --enable-eplb --enable-dbo --disable-fastapi-docs "
+        "--enable-prompt-tokens-details --enable-server-load-tracking --enable-force-include-usage "
+        "--enable-request-id-headers --skip-tokenizer-init --disable-sliding-window "
+        "--disable-cascade-attn --enable-prompt-embeds --disable-uvicorn-access-log "
+        "--disable-async-output-proc --return-tokens-as-token-ids --fully-sharded-loras "
+        "--allow-credentials --enable-log-outputs --use-v2-block-manager",
+        "", B,
+    ),
+)
+
+TGI_FLAGS = _table(
+    ("--model-id", "model", V),
+    ("--num-shard", "tensor_parallel", V),
+    ("--sharded", "sharded", OB),
+    ("--quantize", "quantization", V),
+    ("--dtype", "dtype", V),
+    ("--kv-cache-dtype", "kv_cache_dtype", V),
+    ("--cuda-memory-fraction", "gpu_memory_utilization", V),
+    (
+        "--trust-remote-code --disable-custom-kernels --json-output --disable-grammar-support "
+        "--enable-prefill-logprobs --disable-usage-stats",
+        "", B,
+    ),
+)
+
+SGLANG_FLAGS = _table(
+    ("--model-path --model", "model", V),
+    ("--tensor-parallel-size --tp-size --tp", "tensor_parallel", V),
+    ("--pipeline-parallel-size --pp-size --pp", "pipeline_parallel", V),
+    ("--data-parallel-size --dp-size --dp", "data_parallel", V),
+    ("--expert-parallel-size --ep-size --ep", "expert_parallel", V),
+    ("--nnodes", "nnodes", V),
+    ("--mem-fraction-static", "gpu_memory_utilization", V),
+    ("--quantization", "quantization", V),
+    ("--dtype", "dtype", V),
+    ("--kv-cache-dtype", "kv_cache_dtype", V),
+    ("--config", "config", V),
+    ("--enable-ep-moe", "ep_enabled", B),
+    ("--served-model-name --tokenizer-path --node-rank --dist-init-addr", "", V),
+    (
+        "--trust-remote-code --enable-dp-attention --enable-deepep-moe --enable-torch-compile "
+        "--disable-radix-cache --enable-metrics --log-requests --disable-cuda-graph "
+        "--enable-mixed-chunk --skip-server-warmup --enable-dp-lm-head --disable-overlap-schedule "
+        "--enable-cache-report --enable-hierarchical-cache --enable-nan-detection --show-time-cost "
+        "--skip-tokenizer-init --enable-p2p-check --disable-custom-all-reduce --enable-memory-saver "
+        "--allow-auto-truncate --enable-multimodal",
+        "", B,
+    ),
+)
+
+TRTLLM_FLAGS = _table(
+    ("--tp-size", "tensor_parallel", V),
+    ("--pp-size", "pipeline_parallel", V),
+    ("--ep-size --moe-expert-parallel-size", "expert_parallel", V),
+    ("--extra-llm-api-options --config", "config", V),
+    ("--backend --tokenizer --gpus-per-node --cluster-size --kv-cache-free-gpu-memory-fraction", "", V),
+    ("--trust-remote-code", "", B),
+)
+
+TRITON_FLAGS = _table(
+    ("--world-size", "procs_per_node", V),
+    ("--model-repo --tritonserver --grpc-port --http-port --metrics-port --log-file", "", V),
+    ("--multi-model --oversubscribe --disable-spawn-processes --no-mpi --log", "", B),
+)
+
+KSERVE_FLAGS = {
+    **VLLM_FLAGS,
+    **_table(
+        ("--model-id", "model", V),
+        ("--model-dir", "model_dir", V),
+        ("--model", "", V),  # vLLM's own --model is overwritten by the runtime
+        ("--model-name --model-revision --tokenizer-revision --backend --task --max-length", "", V),
+        (
+            "--disable-lower-case --disable-special-tokens --return-token-type-ids "
+            "--return-probabilities --enable-docs-url",
+            "", B,
+        ),
+    ),
+}
+
+LMDEPLOY_FLAGS = _table(
+    ("--tp", "tensor_parallel", V),
+    ("--dp", "data_parallel", V),
+    ("--ep", "expert_parallel", V),
+    ("--nnodes", "nnodes", V),
+    ("--dtype", "dtype", V),
+    ("--model-format", "model_format", V),
+    ("--quant-policy", "quant_policy", V),
+    ("--model-name --backend --server-port --server-name --cache-max-entry-count --session-len", "", V),
+    ("--enable-prefix-caching --eager-mode", "", B),
+)
+
+TORCHRUN_FLAGS = _table(
+    ("--nproc-per-node", "nproc", V),
+    ("--nnodes", "nnodes", V),
+    (
+        "--node-rank --rdzv-backend --rdzv-endpoint --rdzv-id --rdzv-conf --master-addr "
+        "--master-port --max-restarts --monitor-interval --start-method --role --log-dir -r "
+        "--redirects -t --tee --local-addr --logs-specs --local-ranks-filter --numa-binding",
+        "", V,
+    ),
+    ("--standalone --no-python -m --module --run-path --use-env --virtual-local-rank", "", B),
+)
+
+ACCELERATE_FLAGS = _table(
+    ("--num-processes", "total_procs", V),
+    ("--num-machines", "nnodes", V),
+    ("--mixed-precision", "mixed_precision", V),
+    ("--config-file", "config", V),
+    ("--megatron-lm-tp-degree", "tensor_parallel", V),
+    ("--megatron-lm-pp-degree", "pipeline_parallel", V),
+    (
+        "--machine-rank --main-process-ip --main-process-port --gpu-ids --dynamo-backend "
+        "--deepspeed-config-file --zero-stage --num-cpu-threads-per-process --rdzv-backend "
+        "--deepspeed-multinode-launcher --fsdp-sharding-strategy --fsdp-auto-wrap-policy "
+        "--fsdp-transformer-layer-cls-to-wrap --fsdp-state-dict-type --fsdp-backward-prefetch "
+        "--fsdp-offload-params --gradient-accumulation-steps --gradient-clipping "
+        "--offload-optimizer-device --offload-param-device --max-restarts --monitor-interval",
+        "", V,
+    ),
+    (
+        "--multi-gpu --use-deepspeed --use-fsdp --use-megatron-lm --cpu -m --module --no-python "
+        "--debug -q --quiet --same-network --enable-cpu-affinity",
+        "", B,
+    ),
+)
+
+DEEPSPEED_FLAGS = _table(
+    ("--num-gpus", "procs_per_node", V),
+    ("--num-nodes", "nnodes", V),
+    ("--hostfile -H --include -i --exclude -e", "hosts", V),
+    (
+        "--master-port --master-addr --launcher --launcher-args --node-rank --autotuning "
+        "--ssh-port --min-elastic-nodes --max-elastic-nodes --venv-script --bind-core-list",
+        "", V,
+    ),
+    (
+        "--no-python --module --no-local-rank --force-multi --save-pid --bind-cores-to-rank "
+        "--elastic-training --no-ssh --no-ssh-check",
+        "", B,
+    ),
+)
+
+SCRIPT_FLAGS = _table(
+    (
+        "--model-name-or-path --model --base-model --pretrained-model-name-or-path --factory",
+        "model", V,
+    ),
+    ("--tensor-model-parallel-size", "tensor_parallel", V),
+    ("--pipeline-model-parallel-size", "pipeline_parallel", V),
+    ("--expert-model-parallel-size", "expert_parallel", V),
+    ("--torch-dtype", "dtype", V),
+    ("--bf16", "bf16", OB),
+    ("--fp16", "fp16", OB),
+)
+
+HYDRA_KEYS: tuple[tuple[str, str], ...] = (
+    # (key suffix, field): NeMo / Lightning overrides such as model.tensor_model_parallel_size=4
+    ("tensor_model_parallel_size", "tensor_parallel"),
+    ("pipeline_model_parallel_size", "pipeline_parallel"),
+    ("expert_model_parallel_size", "expert_parallel"),
+    ("trainer.num_nodes", "nnodes"),
+    ("trainer.devices", "nproc"),
+    ("trainer.precision", "precision"),
+    ("model.restore_from_path", "model"),
+)

@@ -1,0 +1,129 @@
+"""Training-launcher parsers: torchrun, accelerate, deepspeed, the NeMo CLI and the script they run.
+
+A training launcher decides how many processes run (per node, nodes); the script it starts says
+which model and how it is split (Megatron/NeMo TP/PP/EP flags, Hydra overrides, dtype).
+``read_script_args`` also tells ``detection`` whether a bare ``python script.py`` is a Megatron
+or NeMo job.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from webhook.launchers.flags import (
+    ACCELERATE_FLAGS,
+    DEEPSPEED_FLAGS,
+    HYDRA_KEYS,
+    SCRIPT_FLAGS,
+    TORCHRUN_FLAGS,
+)
+from webhook.launchers.programs import base, program
+from webhook.launchers.scan import Scan, scan, truthy
+from webhook.launchers.spec import Parser, Spec
+from webhook.launchers.values import FIELDS
+
+_HYDRA_RE = re.compile(r"[+~]{0,2}([A-Za-z_][A-Za-z0-9_.]{0,200})=(.*)", re.S)
+
+
+def parse_torchrun(args: Sequence[str], b: Spec) -> None:
+    """torchrun / ``python -m torch.distributed.run|launch``; env ``PET_*`` as defaults."""
+    found = scan(args, TORCHRUN_FLAGS, stop_at_positional=True)
+    b.apply(found, label="torchrun")
+    if not b.mentioned("procs_per_node") and not b.fields.get("uses_all_gpus"):
+        b.from_env(("PET_NPROC_PER_NODE",), "nproc")
+    if not b.mentioned("nnodes"):
+        b.from_env(("PET_NNODES",), "nnodes")
+    _read_training_script(args[found.end :], b)
+
+
+def parse_accelerate(args: Sequence[str], b: Spec) -> None:
+    """``accelerate launch``: ``--num_processes`` is the TOTAL over ``--num_machines``."""
+    found = scan(args, ACCELERATE_FLAGS, stop_at_positional=True)
+    b.apply(found, label="accelerate")
+    _read_training_script(args[found.end :], b)
+
+
+def parse_deepspeed(args: Sequence[str], b: Spec) -> None:
+    """``deepspeed --num_gpus 8 --num_nodes 2 train.py``; without them it uses every GPU."""
+    found = scan(args, DEEPSPEED_FLAGS, stop_at_positional=True)
+    b.apply(found, label="deepspeed")
+    if not b.mentioned("procs_per_node") and "hosts" not in found.values:
+        b.fields["uses_all_gpus"] = True
+    _read_training_script(args[found.end :], b)
+
+
+def parse_nemo_cli(args: Sequence[str], b: Spec) -> None:
+    """NeMo 2 CLI: ``nemo llm pretrain --factory llama3_8b trainer.devices=8 ...``."""
+    read_script_args(args, b)
+
+
+def _read_training_script(tokens: Sequence[str], b: Spec) -> str | None:
+    """The script a training launcher runs: model and Megatron/NeMo parallelism from its args."""
+    prog = program(tokens)
+    if prog is None:
+        prog = (tokens[0], tuple(tokens[1:]), tokens[0]) if tokens else None
+    if prog is None:
+        return None
+    _name, rest, path = prog
+    return read_script_args(rest, b, path=path)
+
+
+def read_script_args(args: Sequence[str], b: Spec, *, path: str = "") -> str | None:
+    """Read model/TP/PP/dtype flags and Hydra overrides; return ``nemo``/``megatron``/None.
+
+    Values already set by the launcher (procs per node, nodes) are kept: the launcher decides
+    how many processes run.
+    """
+    found = scan(args, SCRIPT_FLAGS)
+    for key, (raw, spelled) in found.values.items():
+        if key in FIELDS and not b.mentioned(key):
+            b.set(key, raw, spelled)
+    for key, dtype in (("bf16", "bf16"), ("fp16", "fp16")):
+        if key in found.values and truthy(found.values[key][0]) and not b.mentioned("dtype"):
+            b.fields["dtype"] = dtype
+    hydra = _read_hydra(found.positionals, b)
+    return _training_kind(args, found, path, hydra=hydra)
+
+
+_NEMO_SCRIPT_RE = re.compile(r"megatron_[\w-]{1,64}\.py")
+"""NeMo 1 example scripts (``.../NeMo/examples/.../megatron_gpt_pretraining.py``)."""
+_MEGATRON_SCRIPT_RE = re.compile(r"pretrain_(?:gpt|bert|t5|mamba|llama|vlm|retro|ict)[\w-]{0,32}\.py")
+
+
+def _training_kind(args: Sequence[str], found: Scan, path: str, *, hydra: bool) -> str | None:
+    """``nemo`` (Hydra overrides, NeMo's underscore flags or scripts), ``megatron`` or None."""
+    underscore = any(a.startswith("--tensor_model_parallel_size") for a in args[:512])
+    nemo_script = "/nemo/" in path[:1024].lower() and _NEMO_SCRIPT_RE.fullmatch(base(path)[:128])
+    if hydra or underscore or nemo_script:
+        return "nemo"
+    megatron_flags = ("tensor_parallel", "pipeline_parallel", "expert_parallel")
+    if any(k in found.values for k in megatron_flags) or _MEGATRON_SCRIPT_RE.fullmatch(base(path)[:128]):
+        return "megatron"
+    return None
+
+
+def _read_hydra(tokens: Sequence[str], b: Spec) -> bool:
+    """``model.tensor_model_parallel_size=4 trainer.num_nodes=2 ...``; True when any matched."""
+    matched = False
+    for token in tokens[:256]:
+        m = _HYDRA_RE.fullmatch(token)
+        if not m:
+            continue
+        key, raw = m.group(1), m.group(2)
+        for suffix, fld in HYDRA_KEYS:
+            if key == suffix or key.endswith("." + suffix):
+                matched = True
+                if not b.mentioned(fld):
+                    b.set(fld, raw, key)
+                break
+    return matched
+
+
+def script_parser(path: str) -> Parser:
+    """A parser for ``python pretrain_gpt.py ...`` run without a launcher (Megatron/NeMo)."""
+
+    def parse(args: Sequence[str], b: Spec) -> None:
+        read_script_args(args, b, path=path)
+
+    return parse

@@ -1,0 +1,164 @@
+"""AdmissionReview v1 wire types: parse a request, complete a response.
+
+Two error families, as kube-apiserver and every mature webhook framework see them: the *request* is
+bad (not an AdmissionReview, no uid: HTTP 400, :class:`ReviewError`) versus the *object* is bad (a
+denial: HTTP 200 with ``allowed: false``). This module owns the first family and the one place where
+a response is completed (uid echo, apiVersion/kind echo, base64 JSONPatch, warning caps), so no
+route can forget a field.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from webhook.domain import JSON
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+WARNING_MAX_CHARS = 120
+"""kube-apiserver keeps warnings short; longer than 256 may be truncated, 120 reads well in kubectl."""
+WARNINGS_MAX_TOTAL = 4096
+"""The apiserver's budget for warnings across all webhooks of one request; leave room for others."""
+WARNINGS_BUDGET = 2048
+
+
+class ReviewError(Exception):
+    """The HTTP request is not a usable AdmissionReview (HTTP ``status``, default 400)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Request:
+    """The fields of ``AdmissionReview.request`` the server uses (wire names in comments)."""
+
+    uid: str
+    kind: Mapping[str, JSON]  # kind: {group, version, kind}
+    operation: str  # operation: CREATE, UPDATE, DELETE, CONNECT
+    name: str | None
+    namespace: str | None
+    obj: JSON  # object
+    dry_run: bool  # dryRun
+    resource: Mapping[str, JSON] = field(default_factory=dict)
+    sub_resource: str | None = None  # subResource
+
+    @property
+    def kind_name(self) -> str:
+        kind = self.kind.get("kind")
+        return kind if isinstance(kind, str) else ""
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReviewError(f"body is not UTF-8 (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReviewError(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ReviewError("body is nested too deeply") from None
+
+
+def _content_type_ok(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def parse(body: bytes, content_type: str | None) -> Request:
+    """Validate the envelope and extract the request; raise :class:`ReviewError` when unusable."""
+    if not _content_type_ok(content_type):
+        raise ReviewError(f"content type must be application/json, got {(content_type or 'none')[:60]!r}")
+    if not body:
+        raise ReviewError("empty body: expected an AdmissionReview")
+    doc = _decode(body)
+    if not isinstance(doc, dict):
+        raise ReviewError(f"expected a JSON object (AdmissionReview), got {type(doc).__name__}")
+    if doc.get("kind") != KIND:
+        raise ReviewError(f"kind must be {KIND!r}, got {str(doc.get('kind'))[:60]!r}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise ReviewError(f"apiVersion must be {API_VERSION!r} (admissionReviewVersions: [v1]), "
+                          f"got {str(doc.get('apiVersion'))[:60]!r}")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise ReviewError("missing request: an AdmissionReview from kube-apiserver carries .request")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("missing request.uid")
+    operation = req.get("operation")
+    kind = req.get("kind")
+    resource = req.get("resource")
+    return Request(
+        uid=uid,
+        kind=kind if isinstance(kind, dict) else {},
+        operation=operation if isinstance(operation, str) else "",
+        name=req.get("name") if isinstance(req.get("name"), str) else None,
+        namespace=req.get("namespace") if isinstance(req.get("namespace"), str) else None,
+        obj=req.get("object"),
+        dry_run=req.get("dryRun") is True,
+        resource=resource if isinstance(resource, dict) else {},
+        sub_resource=req.get("subResource") if isinstance(req.get("subResource"), str) else None,
+    )
+
+
+def one_line(text: str, limit: int = WARNING_MAX_CHARS) -> str:
+    """A warning kubectl shows whole: no newlines (only the first line would show), at most ``limit``."""
+    flat = " ".join(text.split())
+    if flat.lower().startswith("warning:"):
+        flat = flat[len("warning:"):].lstrip()
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def cap_warnings(warnings: Iterable[str], budget: int = WARNINGS_BUDGET) -> list[str]:
+    """Most important first (callers order them): one line each, and stop before the budget runs out,
+    saying how many were left out."""
+    out: list[str] = []
+    used = 0
+    items = [one_line(w) for w in warnings if w and w.strip()]
+    items = list(dict.fromkeys(items))
+    for i, warning in enumerate(items):
+        rest = len(items) - i - 1
+        tail = 40 if rest else 0  # room for the "N more" line
+        if used + len(warning) + tail > budget:
+            out.append(f"{len(items) - i} more warnings not shown (see the gpu-admission logs)")
+            break
+        out.append(warning)
+        used += len(warning)
+    return out
+
+
+def respond(
+    req: Request | None,
+    *,
+    allowed: bool,
+    uid: str | None = None,
+    message: str | None = None,
+    code: int = 403,
+    patch: Sequence[Mapping[str, JSON]] = (),
+    warnings: Sequence[str] = (),
+    audit_annotations: Mapping[str, str] | None = None,
+) -> dict[str, JSON]:
+    """The complete AdmissionReview response: the ONE place a reply is built."""
+    response: dict[str, JSON] = {"uid": req.uid if req is not None else (uid or ""), "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": code, "message": message or "denied by gpu-admission", "reason": "Forbidden"
+                              if code == 403 else "Invalid"}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        raw = json.dumps(list(patch), separators=(",", ":"), sort_keys=False).encode()
+        response["patch"] = base64.b64encode(raw).decode("ascii")
+    capped = cap_warnings(warnings)
+    if capped:
+        response["warnings"] = capped
+    if audit_annotations:
+        response["auditAnnotations"] = {k: v[:1024] for k, v in audit_annotations.items()}
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

@@ -1,0 +1,131 @@
+"""``gpu-admission serve``: the Flask app under gunicorn over TLS.
+
+Why these choices:
+- threaded workers (``gthread``): kube-apiserver keeps connections alive, so a worker must hold
+  idle keep-alive connections without blocking; sync workers would also pay a TLS handshake per request;
+- TLS comes from :mod:`webhook.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
+  is picked up by new connections without a restart;
+- several workers share metrics through ``PROMETHEUS_MULTIPROC_DIR``, set before any worker starts;
+- SIGTERM is gunicorn's graceful shutdown: listeners close, in-flight reviews complete within
+  ``graceful_timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from gunicorn.app.base import BaseApplication
+
+from webhook import logs
+from webhook.metrics import MULTIPROC_ENV, mark_worker_dead
+from webhook.tls import RotatingContext
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    cert: Path
+    key: Path
+    bind: str = "0.0.0.0:8443"
+    workers: int = 2
+    threads: int = 8
+    config: Path | None = None
+    client_ca: Path | None = None
+    log_level: str = "info"
+    keepalive: int = 75
+    """Seconds an idle keep-alive connection is held: above kube-apiserver's reuse window."""
+    graceful_timeout: int = 20
+    timeout: int = 30
+    max_body: int = 4 * 1024 * 1024
+    reload_interval: float = 1.0
+
+
+_CONTEXTS: dict[int, RotatingContext] = {}
+
+
+def _ssl_context_hook(options: ServeOptions) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    """gunicorn calls this for every new connection: one rotating context per worker process."""
+
+    def hook(_conf: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        pid = os.getpid()
+        rotating = _CONTEXTS.get(pid)
+        if rotating is None:
+            rotating = _CONTEXTS[pid] = RotatingContext(options.cert, options.key, options.client_ca,
+                                                        interval=options.reload_interval)
+        return rotating.context()
+
+    return hook
+
+
+def _app_factory(options: ServeOptions) -> Any:
+    from webhook.app import create_app
+    from webhook.live_settings import LiveSettings
+
+    live = LiveSettings(options.config, interval=options.reload_interval)
+    return create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key)
+
+
+class AdmissionServer(BaseApplication):
+    """gunicorn application with its configuration given in code (no gunicorn.conf.py to forget)."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        o = self.options
+        settings: dict[str, Any] = {
+            "bind": [o.bind],
+            "workers": o.workers,
+            "threads": o.threads,
+            "worker_class": "gthread",
+            "certfile": str(o.cert),
+            "keyfile": str(o.key),
+            "ssl_context": _ssl_context_hook(o),
+            "keepalive": o.keepalive,
+            "graceful_timeout": o.graceful_timeout,
+            "timeout": o.timeout,
+            "accesslog": None,
+            "errorlog": "-",
+            "loglevel": o.log_level,
+            "proc_name": "gpu-admission",
+            "child_exit": lambda _arbiter, worker: mark_worker_dead(worker.pid),
+            "post_worker_init": lambda _worker: logs.configure(o.log_level),
+            "on_starting": lambda _arbiter: logs.configure(o.log_level),
+        }
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return _app_factory(self.options)
+
+
+def prepare_metrics_dir() -> Path:
+    """A clean multi-process metrics directory (kept if the operator set one)."""
+    existing = os.environ.get(MULTIPROC_ENV)
+    if existing:
+        path = Path(existing)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+        return path
+    path = Path(tempfile.mkdtemp(prefix="gpu-admission-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(path)
+    return path
+
+
+def run(options: ServeOptions) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    owned = MULTIPROC_ENV not in os.environ
+    metrics_dir = prepare_metrics_dir()
+    try:
+        AdmissionServer(options).run()
+    finally:
+        if owned:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0
