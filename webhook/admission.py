@@ -61,7 +61,7 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
         "decision": "allowed" if all(r.decision.allowed for r in results) else "denied",
         "mode": d.mode,
         "tier": d.tier or "none",
-        "products": ",".join(d.placement.values) if d.placement else "any",
+        "products": ",".join(d.placement.values) if d.placement else ("none" if not d.allowed else "any"),
         "model": p.model or "unknown",
         "params-b": f"{p.params_b:g}" if p.params_b is not None else "unknown",
         "tensor-parallel": str(p.tensor_parallel) if p.tensor_parallel else "unknown",

@@ -183,7 +183,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                 f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs per pod"
                 + (f" x {profile.pods} pods" if profile.pods > 1 else "")
                 + f" but does not pin {settings.label_key}: add a required nodeAffinity "
-                f"{settings.label_key} In [{', '.join(fitting)}] (tier {choice.tier.name})",
+                f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
                 spec_path), fixable=True))
         return tuple(fitting), True
 
@@ -216,10 +216,23 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     findings.append(_Finding(Violation(
         TIER_MISMATCH,
         f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {settings.label_key} to "
-        f"[{', '.join(bad)}]: pin it to [{', '.join(fitting) or 'a fitting product'}] instead"
+        f"[{', '.join(bad)}]: pin it to [{_shown(choice, fitting) or 'a fitting product'}] instead"
         f" (or set annotation {TIER} to a tier that holds those GPUs)",
         selection_path)))
     return None, False
+
+
+def _shown(choice: _TierChoice, values: Sequence[str]) -> str:
+    """Values for a message: one spelling per product (legacy label spellings are still pinned by
+    the patch, but listing them in a message only hides the point)."""
+    seen: set[tuple[str, ...]] = set()
+    shown = []
+    wanted = set(values)
+    for option in choice.options:
+        if option.value in wanted and option.products not in seen:
+            seen.add(option.products)
+            shown.append(option.value)
+    return ", ".join(shown)
 
 
 def _product_of(settings: Settings, value: str) -> str | None:

@@ -23,8 +23,11 @@ from typing import Any, Callable
 from gunicorn.app.base import BaseApplication
 
 from webhook import logs
-from webhook.metrics import MULTIPROC_ENV, mark_worker_dead
 from webhook.tls import RotatingContext
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client reads this when it is IMPORTED, so it must be set before webhook.metrics is
+imported in this process (hence no module-level import of webhook.metrics here)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,12 @@ def _app_factory(options: ServeOptions) -> Any:
     return create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key)
 
 
+def _child_exit(_arbiter: Any, worker: Any) -> None:
+    from webhook.metrics import mark_worker_dead
+
+    mark_worker_dead(worker.pid)
+
+
 class AdmissionServer(BaseApplication):
     """gunicorn application with its configuration given in code (no gunicorn.conf.py to forget)."""
 
@@ -94,7 +103,7 @@ class AdmissionServer(BaseApplication):
             "errorlog": "-",
             "loglevel": o.log_level,
             "proc_name": "gpu-admission",
-            "child_exit": lambda _arbiter, worker: mark_worker_dead(worker.pid),
+            "child_exit": _child_exit,
             "post_worker_init": lambda _worker: logs.configure(o.log_level),
             "on_starting": lambda _arbiter: logs.configure(o.log_level),
         }
