@@ -4,7 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint clean help
+BIND   ?= 127.0.0.1:8443
+
+.PHONY: run test check certs clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -17,7 +19,15 @@ $(STAMP): setup.cfg pyproject.toml
 
 venv: $(STAMP)  ## create .venv and install the package with test extras
 
-run: $(STAMP)  ## judge the bundled examples with the embedded default policy
+certs/tls.crt: | $(STAMP)
+	$(BIN)/gpu-admission certs --service gpu-admission --namespace gpu-admission --ip 127.0.0.1 --out certs > certs/ca-bundle.b64
+
+certs: certs/tls.crt  ## development CA + serving certificate in certs/ (if absent)
+
+run: $(STAMP) certs/tls.crt  ## start the admission server on https://127.0.0.1:8443 with the embedded default policy
+	$(BIN)/gpu-admission serve --cert certs/tls.crt --key certs/tls.key --bind $(BIND)
+
+check: $(STAMP)  ## judge the bundled examples offline, as CI would
 	$(BIN)/gpu-admission check examples/
 
 test: $(STAMP)  ## run the whole test suite

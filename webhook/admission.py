@@ -101,8 +101,8 @@ def mutate(req: Request, settings: Settings) -> Outcome:
     if patch:
         placed = next(r.decision for r in results if r.patch)
         assert placed.placement is not None
-        warnings.append(f"gpu-admission pinned {placed.placement.label_key} to tier {tier}: "
-                        + ", ".join(placed.placement.values))
+        warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
+                        f"({placed.placement.label_key} In {len(placed.placement.values)} values)")
     return Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings), True, mode,
                    tier=tier, judged=True)
 

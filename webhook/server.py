@@ -103,6 +103,11 @@ class AdmissionServer(BaseApplication):
             "errorlog": "-",
             "loglevel": o.log_level,
             "proc_name": "gpu-admission",
+            # no gunicornc control socket: it would be a second, unauthenticated way to steer the
+            # server, and it writes under $HOME, which a read-only root filesystem does not allow
+            "control_socket_disable": True,
+            # worker heartbeat files on tmpfs, not on the (read-only) root filesystem
+            "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
             "child_exit": _child_exit,
             "post_worker_init": lambda _worker: logs.configure(o.log_level),
             "on_starting": lambda _arbiter: logs.configure(o.log_level),
