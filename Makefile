@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 BIND   ?= 127.0.0.1:8443
 
-.PHONY: run test check certs clean help
+.PHONY: run test check certs manifests clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,6 +23,9 @@ certs/tls.crt: | $(STAMP)
 	$(BIN)/gpu-admission certs --service gpu-admission --namespace gpu-admission --ip 127.0.0.1 --out certs > certs/ca-bundle.b64
 
 certs: certs/tls.crt  ## development CA + serving certificate in certs/ (if absent)
+
+manifests: $(STAMP) certs/tls.crt  ## TLS files for manifests/overlays/generated-certs (then: kubectl apply -k manifests/overlays/generated-certs)
+	$(BIN)/python -m webhook.install --certs certs --overlay manifests/overlays/generated-certs
 
 run: $(STAMP) certs/tls.crt  ## start the admission server on https://127.0.0.1:8443 with the embedded default policy
 	$(BIN)/gpu-admission serve --cert certs/tls.crt --key certs/tls.key --bind $(BIND)

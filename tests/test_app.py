@@ -157,6 +157,14 @@ def test_validate_audit_mode_admits_with_warnings(client: FlaskClient) -> None:
         assert "\n" not in w and not w.lower().startswith("warning") and len(w) <= 120
 
 
+def test_validate_mode_in_the_path_is_what_a_webhook_configuration_can_use(client: FlaskClient) -> None:
+    """kube-apiserver rejects a query string in a webhook's path, so the audit entries call /validate/audit."""
+    assert post(client, "/validate/audit", review(TP4_L40S)) == post(client, "/validate?mode=audit", review(TP4_L40S))
+    assert post(client, "/validate/enforce", review(TP4_L40S)) == post(client, "/validate", review(TP4_L40S))
+    status, _ = post(client, "/validate/strict", review(TP4))
+    assert status == 404
+
+
 def test_validate_bad_mode_is_400(client: FlaskClient) -> None:
     status, body = post(client, "/validate?mode=strict", review(TP4))
     assert status == 400 and "mode" in body["error"]
@@ -321,3 +329,19 @@ def test_config_reload_good_and_bad(tmp_path: Path) -> None:
     cfg.write_text("mode: enforce\n")
     assert post(client, "/validate", review(TP4_L40S))[1]["response"]["allowed"] is False
     assert "gpu_admission_config_valid 1.0" in client.get("/metrics").get_data(as_text=True)
+
+
+def test_policy_watch_reloads_without_traffic(tmp_path: Path) -> None:
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("mode: enforce\n")
+    events: list[str] = []
+    live = LiveSettings(cfg, interval=0.05, on_reload=lambda result, _e: events.append(result))
+    assert live.watch_in_background(0.05) is not None
+    time.sleep(0.06)
+    cfg.write_text("mode: audit\n")
+    deadline = time.monotonic() + 5
+    while "success" not in events and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert events == ["success"]  # nobody called current(): the watcher did
+    assert live.current().mode == "audit"
+    assert LiveSettings.fixed(settings_mod.default()).watch_in_background(0.05) is None

@@ -74,14 +74,20 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     m = metrics or Metrics()
     live.set_hook(lambda result, _err: (m.reloads.labels(result=result).inc(),
                                         m.config_valid.set(1 if result == "success" else 0)))
+    if live.last_error:  # started on a fallback policy because the file does not load
+        m.config_valid.set(0)
     certs = _CertStatus(cert_file, key_file)
     app = Flask("gpu_admission")
-    app.config["MAX_CONTENT_LENGTH"] = max_body
+    # one byte more than allowed: a chunked body has no Content-Length to refuse up front, and werkzeug
+    # stops reading it at the limit without an error, so handle() must see that there was more
+    app.config["MAX_CONTENT_LENGTH"] = max_body + 1
     app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
 
     def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
         started = clock()
         body = request.get_data(cache=False)
+        if len(body) > max_body:
+            raise RequestEntityTooLarge()
         try:
             req = review.parse(body, request.content_type)
         except ReviewError as exc:
@@ -112,9 +118,12 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     def mutate() -> Response:
         return handle("mutate", admission.mutate)
 
+    # /validate/audit is what the webhook configuration uses: kube-apiserver refuses a query string in
+    # a webhook's service path or URL, so ?mode=audit cannot be configured there
     @app.post("/validate")
-    def validate() -> Response:
-        mode = request.args.get("mode", "enforce")
+    @app.post("/validate/<any(audit, enforce):path_mode>")
+    def validate(path_mode: str | None = None) -> Response:
+        mode = path_mode or request.args.get("mode", "enforce")
         if mode not in MODES:
             m.errors.labels(status="400").inc()
             return _json({"error": f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}"}, 400)

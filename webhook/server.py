@@ -5,6 +5,10 @@ Why these choices:
   idle keep-alive connections without blocking; sync workers would also pay a TLS handshake per request;
 - TLS comes from :mod:`webhook.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
   is picked up by new connections without a restart;
+- the certificate pair and the policy are loaded in the master and inherited by every worker it forks
+  (refreshed before each fork), so a worker that starts, or restarts after a crash, while the files on
+  disk are half-written or invalid keeps the last good ones instead of failing handshakes or failing to
+  boot (which makes gunicorn halt the whole server);
 - several workers share metrics through ``PROMETHEUS_MULTIPROC_DIR``, set before any worker starts;
 - SIGTERM is gunicorn's graceful shutdown: listeners close, in-flight reviews complete within
   ``graceful_timeout``.
@@ -22,7 +26,8 @@ from typing import Any, Callable
 
 from gunicorn.app.base import BaseApplication
 
-from webhook import logs
+from webhook import logs, settings as settings_mod
+from webhook.settings import Settings, SettingsError
 from webhook.tls import RotatingContext
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -48,29 +53,25 @@ class ServeOptions:
     reload_interval: float = 1.0
 
 
-_CONTEXTS: dict[int, RotatingContext] = {}
-
-
-def _ssl_context_hook(options: ServeOptions) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
-    """gunicorn calls this for every new connection: one rotating context per worker process."""
+def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    """gunicorn calls this for every new connection. ``rotating`` was built in the master, so each
+    worker owns a forked copy that starts from a pair that loaded, never from the files as they are
+    at its first connection (possibly mid-rotation)."""
 
     def hook(_conf: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-        pid = os.getpid()
-        rotating = _CONTEXTS.get(pid)
-        if rotating is None:
-            rotating = _CONTEXTS[pid] = RotatingContext(options.cert, options.key, options.client_ca,
-                                                        interval=options.reload_interval)
         return rotating.context()
 
     return hook
 
 
-def _app_factory(options: ServeOptions) -> Any:
+def _app_factory(options: ServeOptions, last_good: Settings) -> Any:
     from webhook.app import create_app
     from webhook.live_settings import LiveSettings
 
-    live = LiveSettings(options.config, interval=options.reload_interval)
-    return create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key)
+    live = LiveSettings(options.config, interval=options.reload_interval, fallback=last_good)
+    app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key)
+    live.watch_in_background(options.reload_interval)  # after create_app installed the metrics hook
+    return app
 
 
 def _child_exit(_arbiter: Any, worker: Any) -> None:
@@ -84,7 +85,18 @@ class AdmissionServer(BaseApplication):
 
     def __init__(self, options: ServeOptions) -> None:
         self.options = options
+        # master-side state, inherited by every worker through fork (see the module docstring)
+        self.tls = RotatingContext(options.cert, options.key, options.client_ca, interval=options.reload_interval)
+        self.last_good = settings_mod.load(options.config)
         super().__init__()
+
+    def _before_fork(self, _arbiter: Any, _worker: Any) -> None:
+        """Refresh what the next worker inherits; keep the old pair or policy when the files do not load."""
+        self.tls.context()
+        try:
+            self.last_good = settings_mod.load(self.options.config)
+        except SettingsError:
+            pass
 
     def load_config(self) -> None:
         o = self.options
@@ -95,7 +107,8 @@ class AdmissionServer(BaseApplication):
             "worker_class": "gthread",
             "certfile": str(o.cert),
             "keyfile": str(o.key),
-            "ssl_context": _ssl_context_hook(o),
+            "ssl_context": _ssl_context_hook(self.tls),
+            "pre_fork": lambda arbiter, worker: self._before_fork(arbiter, worker),
             "keepalive": o.keepalive,
             "graceful_timeout": o.graceful_timeout,
             "timeout": o.timeout,
@@ -116,7 +129,7 @@ class AdmissionServer(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        return _app_factory(self.options)
+        return _app_factory(self.options, self.last_good)
 
 
 def prepare_metrics_dir() -> Path:
@@ -137,9 +150,12 @@ def run(options: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     owned = MULTIPROC_ENV not in os.environ
     metrics_dir = prepare_metrics_dir()
+    master = os.getpid()
     try:
         AdmissionServer(options).run()
     finally:
-        if owned:
+        # workers are forked inside run() and leave through sys.exit, which unwinds through here too:
+        # only the master may remove the directory the other workers still write to
+        if owned and os.getpid() == master:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

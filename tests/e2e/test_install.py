@@ -1,0 +1,336 @@
+"""The manifests against a real kube-apiserver.
+
+- Every rendered object of every kustomization is accepted by `kubectl apply --dry-run=server`
+  (the apiserver's own validation, CEL compilation of matchConditions included; Pod Security
+  `restricted` on the webhook's namespace, with no warning).
+- The webhook configurations are registered from the rendered generated-certs overlay (these files,
+  not a copy); the only change is clientConfig: the Service reference becomes a URL on loopback,
+  since no cluster network exists here. The server runs with the Deployment's own command and the
+  ConfigMap's policy.
+- The CEL matchConditions are evaluated by the apiserver for real: a GPU object reaches the webhook,
+  a CPU one does not (the server's request counter proves it), for pods, init containers, workload
+  templates, CronJobs and LeaderWorkerSets (with a stand-in CRD).
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from control_plane import ControlPlane, free_port, stop
+
+pytestmark = pytest.mark.e2e
+
+OVERLAY = "overlays/generated-certs"
+GPU = "nvidia.com/gpu"
+
+
+# --- the webhook, installed from the manifests ----------------------------------------------------
+
+class Webhook:
+    def __init__(self, port: int, ca: Path) -> None:
+        self.port, self.ca = port, ca
+
+    def get(self, path: str) -> tuple[int, str]:
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def requests_total(self) -> float:
+        _, text = self.get("/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("gpu_admission_requests_total{"))
+
+    @contextmanager
+    def counting(self) -> Iterator[list[float]]:
+        """Yields a list that holds, after the block, how many reviews the webhook answered in it."""
+        delta: list[float] = []
+        before = self.requests_total()
+        yield delta
+        delta.append(self.requests_total() - before)
+
+
+def local_client_config(docs: list[dict], port: int) -> list[dict]:
+    """The rendered webhook configurations, with the Service reference replaced by a loopback URL."""
+    out = []
+    for doc in docs:
+        if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        doc = copy.deepcopy(doc)
+        for w in doc["webhooks"]:
+            service = w["clientConfig"].pop("service")
+            assert service["port"] == 443
+            w["clientConfig"]["url"] = f"https://127.0.0.1:{port}{service['path']}"
+        out.append(doc)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: ControlPlane, manifest_tree, tmp_path_factory) -> Iterator[tuple[ControlPlane, Webhook, list[dict]]]:
+    docs = manifest_tree.render(OVERLAY)
+    work = tmp_path_factory.mktemp("webhook")
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    policy = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"]
+    (work / "policy.yaml").write_text(policy)
+    port = free_port()
+    paths = {"/etc/gpu-admission/policy.yaml": str(work / "policy.yaml"),
+             "/etc/gpu-admission/tls/tls.crt": str(manifest_tree.certs_dir / "tls.crt"),
+             "/etc/gpu-admission/tls/tls.key": str(manifest_tree.certs_dir / "tls.key"),
+             "0.0.0.0:8443": f"127.0.0.1:{port}"}
+    argv = [str(Path(sys.executable).parent / container["command"][0]),
+            *container["command"][1:], *(paths.get(a, a) for a in container["args"])]
+    assert all(a not in argv for a in paths), "the Deployment's args changed: update this mapping"
+    env = dict(os.environ, **{e["name"]: e["value"] for e in container["env"]})
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "metrics")
+    env["TMPDIR"] = str(work)
+    log = work / "server.log"
+    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    hook = Webhook(port, manifest_tree.certs_dir / "ca.crt")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"gpu-admission serve exited with {server.returncode}:\n{log.read_text()[-4000:]}")
+            try:
+                if hook.get("/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"gpu-admission serve not ready:\n{log.read_text()[-4000:]}")
+            time.sleep(0.2)
+        cp = control_plane
+        cp.apply([d for d in docs if d["kind"] == "Namespace"])
+        cp.apply(local_client_config(docs, port))
+        for name, labels in (("e2e-enforce", {}), ("e2e-audit", {"gpu-admission.io/mode": "audit"}),
+                             ("e2e-off", {"gpu-admission.io/mode": "off"})):
+            cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}])
+        cp.apply([LWS_CRD])
+        _wait_until_registered(cp, hook)
+        yield cp, hook, docs
+    finally:
+        stop(server)
+
+
+def _wait_until_registered(cp: ControlPlane, hook: Webhook) -> None:
+    """The apiserver picks new webhook configurations (and a new CRD) up asynchronously."""
+    deadline = time.monotonic() + 60
+    while True:
+        pod = cp.run("create", "--dry-run=server", "-o", "json", "-f", "-",
+                     stdin=json.dumps(vllm_pod("probe", "e2e-enforce")), check=False)
+        lws = cp.run("create", "--dry-run=server", "-f", "-", check=False,
+                     stdin=json.dumps(lws_object("probe", "e2e-enforce", worker_gpus=8, leader_gpus=8)))
+        if pod.returncode == 0 and "affinity" in json.loads(pod.stdout)["spec"] and lws.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"webhooks never took effect:\n{pod.stderr}\n{lws.stderr}")
+        time.sleep(0.5)
+
+
+# --- objects --------------------------------------------------------------------------------------
+
+def vllm_container(gpus: int | None = 4, *, key: str = "limits") -> dict:
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
+                 "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]}
+    if gpus is not None:
+        container["resources"] = {key: {GPU: str(gpus)}}
+    return container
+
+
+def pod_spec(*, gpus: int | None = 4, pin: str | None = None, init_gpus: int | None = None) -> dict:
+    spec: dict = {"containers": [vllm_container(gpus)]}
+    if pin:
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": pin}
+    if init_gpus is not None:
+        spec["initContainers"] = [{"name": "warmup", "image": "busybox:1.36", "command": ["true"],
+                                   "resources": {"limits": {GPU: str(init_gpus)}}}]
+    return spec
+
+
+def vllm_pod(name: str, namespace: str, **kw) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": pod_spec(**kw)}
+
+
+def template(**kw) -> dict:
+    return {"metadata": {"labels": {"app": "llm"}}, "spec": pod_spec(**kw)}
+
+
+def deployment(name: str, namespace: str, **kw) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llm"}}, "template": template(**kw)}}
+
+
+def cronjob(name: str, namespace: str, **kw) -> dict:
+    tpl = template(**kw)
+    tpl["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": tpl}}}}
+
+
+def lws_object(name: str, namespace: str, *, worker_gpus: int | None, leader_gpus: int | None = None,
+               pin: str | None = None) -> dict:
+    def tpl(gpus: int | None) -> dict:
+        return {"spec": pod_spec(gpus=gpus, pin=pin)}
+
+    lwt: dict = {"size": 2, "workerTemplate": tpl(worker_gpus)}
+    if leader_gpus is not None or worker_gpus is None:
+        lwt["leaderTemplate"] = tpl(leader_gpus)
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": lwt}}
+
+
+LWS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "leaderworkersets.leaderworkerset.x-k8s.io"},
+    "spec": {"group": "leaderworkerset.x-k8s.io", "scope": "Namespaced",
+             "names": {"kind": "LeaderWorkerSet", "plural": "leaderworkersets", "singular": "leaderworkerset",
+                       "listKind": "LeaderWorkerSetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+def create(cp: ControlPlane, obj: dict) -> subprocess.CompletedProcess:
+    return cp.run("create", "-o", "json", "-f", "-", stdin=json.dumps(obj), check=False)
+
+
+def product_affinity(obj: dict) -> list[str] | None:
+    terms = (obj["spec"].get("affinity", {}).get("nodeAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", []))
+    for term in terms:
+        for expr in term.get("matchExpressions", []):
+            if expr["key"] == "nvidia.com/gpu.product":
+                return expr["values"]
+    return None
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+def test_every_rendered_object_passes_server_side_dry_run(installed, manifest_tree) -> None:
+    cp, _, _ = installed
+    kustomizations = sorted(str(p.parent.relative_to(manifest_tree.root))
+                            for p in manifest_tree.root.rglob("kustomization.yaml")
+                            if "kind: Component" not in p.read_text() and not p.parent.name.startswith("_test-"))
+    assert len(kustomizations) >= 6
+    for rel in kustomizations:
+        docs = [d for d in manifest_tree.render(rel) if not d["apiVersion"].startswith("cert-manager.io/")]
+        done = cp.apply(docs, "--dry-run=server", check=False)
+        assert done.returncode == 0, f"manifests/{rel}:\n{done.stderr}"
+        assert "Warning" not in done.stderr, f"manifests/{rel}:\n{done.stderr}"
+
+
+def test_gpu_pod_is_sent_and_pinned_to_its_tier(installed) -> None:
+    cp, hook, _ = installed
+    with hook.counting() as sent:
+        done = create(cp, vllm_pod("llama", "e2e-enforce"))
+    assert done.returncode == 0, done.stderr
+    products = product_affinity(json.loads(done.stdout))
+    assert products and "NVIDIA-A100-SXM4-80GB" in products and "NVIDIA-L40S" not in products
+    assert sent == [2]  # /mutate, then /validate
+
+
+def test_gpu_pod_on_the_wrong_tier_is_denied(installed) -> None:
+    cp, hook, _ = installed
+    with hook.counting() as sent:
+        done = create(cp, vllm_pod("llama-l40s", "e2e-enforce", pin="NVIDIA-L40S"))
+    assert done.returncode != 0
+    assert 'admission webhook "validate-pods.gpu-admission.io" denied the request' in done.stderr
+    assert "tier-mismatch" in done.stderr
+    assert sent == [2]
+
+
+def test_cpu_objects_never_reach_the_webhook(installed) -> None:
+    cp, hook, _ = installed
+    cpu_pod = vllm_pod("cpu", "e2e-enforce", gpus=None)
+    cpu_pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    with hook.counting() as sent:
+        for obj in (cpu_pod, deployment("cpu", "e2e-enforce", gpus=None), cronjob("cpu", "e2e-enforce", gpus=None),
+                    lws_object("cpu", "e2e-enforce", worker_gpus=None, leader_gpus=None)):
+            done = create(cp, obj)
+            assert done.returncode == 0, done.stderr
+    assert sent == [0]
+
+
+def test_a_gpu_in_an_init_container_or_in_requests_is_enough(installed) -> None:
+    cp, hook, _ = installed
+    init_only = vllm_pod("init-gpu", "e2e-enforce", gpus=None, init_gpus=1)
+    init_only["spec"]["containers"] = [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "1d"]}]
+    with hook.counting() as sent:
+        done = create(cp, init_only)
+    assert done.returncode == 0, done.stderr
+    assert sent == [2]
+    # requests without limits: sent to the mutating webhook, then refused by the apiserver's own
+    # validation (extended resources need limits), so the validating webhook never sees it
+    requests_only = vllm_pod("requests-only", "e2e-enforce", gpus=None)
+    requests_only["spec"]["containers"][0]["resources"] = {"requests": {GPU: "1"}}
+    with hook.counting() as sent:
+        done = create(cp, requests_only)
+    assert done.returncode != 0 and "Limit must be set" in done.stderr
+    assert sent == [1]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "CronJob"])
+def test_workload_templates_are_judged_at_apply_time(installed, kind: str) -> None:
+    cp, hook, _ = installed
+    make = {"Deployment": deployment, "CronJob": cronjob}[kind]
+    with hook.counting() as sent:
+        denied = create(cp, make(f"bad-{kind.lower()}", "e2e-enforce", pin="NVIDIA-L40S"))
+        allowed = create(cp, make(f"good-{kind.lower()}", "e2e-enforce"))
+    assert denied.returncode != 0 and "validate-" in denied.stderr and "tier-mismatch" in denied.stderr
+    assert allowed.returncode == 0, allowed.stderr
+    assert sent == [2]  # one /validate each; templates are never mutated
+
+
+def test_leaderworkersets_worker_or_leader_gpus_are_sent(installed) -> None:
+    cp, hook, _ = installed
+    with hook.counting() as sent:
+        denied = create(cp, lws_object("bad-lws", "e2e-enforce", worker_gpus=8, leader_gpus=8, pin="NVIDIA-L40S"))
+        lws = lws_object("leader-gpu", "e2e-enforce", worker_gpus=None, leader_gpus=1)
+        lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"] = [
+            {"name": "leader", "image": "busybox:1.36", "command": ["sleep", "1d"],
+             "resources": {"limits": {GPU: "1"}}}]
+        leader_only = create(cp, lws)
+    assert denied.returncode != 0 and "validate-leaderworkersets.gpu-admission.io" in denied.stderr
+    assert leader_only.returncode == 0, leader_only.stderr
+    assert sent == [2]
+
+
+def test_audit_namespace_admits_with_warnings_and_no_mutation(installed) -> None:
+    cp, hook, _ = installed
+    with hook.counting() as sent:
+        done = create(cp, vllm_pod("llama-l40s", "e2e-audit", pin="NVIDIA-L40S"))
+    assert done.returncode == 0, done.stderr
+    assert "Warning:" in done.stderr and "tier-mismatch" in done.stderr
+    assert product_affinity(json.loads(done.stdout)) is None
+    assert sent == [1]  # the audit entry only
+
+
+@pytest.mark.parametrize("namespace", ["e2e-off", "kube-system", "gpu-admission"])
+def test_off_system_and_own_namespaces_are_never_sent(installed, namespace: str) -> None:
+    cp, hook, _ = installed
+    with hook.counting() as sent:
+        done = create(cp, vllm_pod(f"llama-l40s-{namespace}", namespace, pin="NVIDIA-L40S"))
+    assert sent == [0]
+    # the webhook's own namespace enforces Pod Security "restricted": a bare pod is refused there,
+    # by the apiserver and not by the webhook
+    assert done.returncode == 0 or (namespace == "gpu-admission" and "PodSecurity" in done.stderr), done.stderr

@@ -1,0 +1,993 @@
+"""The admission server as it runs in the cluster: ``gpu-admission serve`` (gunicorn, gthread workers,
+TLS) started as a subprocess on loopback and called like kube-apiserver calls it, over keep-alive
+HTTPS connections that verify the serving certificate against the CA bundle.
+
+What only a real server shows: keep-alive reuse, metrics aggregated across worker processes,
+certificate and policy reloads inside each worker, graceful shutdown, the body limit and the TLS floor
+on the wire, and start-up refusals of the ``serve`` command.
+
+Every wait has a timeout and every server is stopped (SIGTERM, then SIGKILL of its process group) by
+the fixture, whatever the test did, so a broken server cannot hang or leak into the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import http.client
+import json
+import os
+import re
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import jsonpatch
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from webhook import certs
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "nvidia.com/gpu.product"
+SERVICE = NAMESPACE = "gpu-admission"
+MAX_BODY = 4 * 1024 * 1024  # ServeOptions.max_body
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 25.0  # gunicorn's graceful_timeout is 20 s
+IO_TIMEOUT = 10.0  # every socket operation of a client
+RELOAD_TIMEOUT = 4.0  # the reload interval is 1 s; each worker reloads on its next request after that
+CONSECUTIVE = 6  # new connections in a row that must agree, so both workers have answered
+
+# ----------------------------------------------------------------------------- objects
+
+
+def vllm_pod(*flags: str, containers: int = 1, **spec: Any) -> dict[str, Any]:
+    """A vLLM Llama-3.1-70B pod asking for 4 GPUs per container."""
+    cs = [{"name": f"vllm-{i}" if i else "vllm", "image": "vllm/vllm-openai:v0.10.1",
+           "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", *flags],
+           "resources": {"limits": {"nvidia.com/gpu": 4}}} for i in range(containers)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama", "namespace": "ai"},
+            "spec": {"containers": cs, **spec}}
+
+
+TP4 = vllm_pod("--tensor-parallel-size", "4")
+TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L40S"})
+
+
+def review(obj: dict[str, Any], uid: str = "uid-1") -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": obj["metadata"]["name"], "namespace": "ai", "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:ai:deployer"}, "object": obj, "oldObject": None,
+        "dryRun": False, "options": None}}
+
+
+def encode(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+# ----------------------------------------------------------------------------- certificates
+
+
+@dataclass
+class Pki:
+    dir: Path
+    issued: certs.Issued
+
+    @property
+    def ca_file(self) -> Path:
+        return self.dir / certs.CA_CERT
+
+    @property
+    def cert_file(self) -> Path:
+        return self.dir / certs.TLS_CERT
+
+    @property
+    def key_file(self) -> Path:
+        return self.dir / certs.TLS_KEY
+
+    def reissue(self) -> certs.Issued:
+        """A new serving pair from the SAME CA, so the caBundle (our client's trust) is unchanged."""
+        return certs.issue(service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"],
+                           ca=(self.issued.ca_pem, self.issued.ca_key_pem))
+
+
+def der(issued: certs.Issued) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(issued.cert_pem.decode())
+
+
+def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace one file atomically (new inode), as a rename-based writer would."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def write_policy(path: Path, text: str) -> None:
+    replace_file(path, text.encode(), 0o644)
+
+
+@pytest.fixture()
+def pki(tmp_path: Path) -> Pki:
+    issued = certs.issue(service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"])
+    certs.write(issued, tmp_path / "certs")
+    return Pki(tmp_path / "certs", issued)
+
+
+# ----------------------------------------------------------------------------- the server
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    pki: Pki
+    run_dir: Path
+    stderr_path: Path
+    client_ctx: ssl.SSLContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client_ctx = ssl.create_default_context(cafile=str(self.pki.ca_file))
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.stderr().splitlines()[-lines:])
+
+    def connection(self, timeout: float = IO_TIMEOUT) -> http.client.HTTPSConnection:
+        """A keep-alive HTTPS client like kube-apiserver's: verifies 127.0.0.1 against the IP SAN."""
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.client_ctx, timeout=timeout)
+
+    def tls_socket(self, ctx: ssl.SSLContext | None = None, timeout: float = IO_TIMEOUT) -> ssl.SSLSocket:
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        try:
+            return (ctx or self.client_ctx).wrap_socket(raw, server_hostname="127.0.0.1")
+        except BaseException:
+            raw.close()
+            raise
+
+    def worker_pids(self) -> list[int]:
+        return [int(p) for p in re.findall(r"Booting worker with pid: (\d+)", self.stderr())]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM (graceful), then SIGKILL of the whole process group if it does not exit in time."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                return self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+            except ProcessLookupError:
+                pass
+        if self.proc.poll() is None:
+            # the group is the session this fixture created for the master: master and its workers
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+def request_json(conn: http.client.HTTPConnection, method: str, path: str,
+                 body: bytes | None = None) -> tuple[int, Any, http.client.HTTPResponse]:
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    conn.request(method, path, body=body, headers=headers)
+    resp = conn.getresponse()
+    raw = resp.read()
+    try:
+        doc = json.loads(raw) if raw else None
+    except ValueError:
+        doc = raw
+    return resp.status, doc, resp
+
+
+def once(server: Server, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+    """One request on a NEW connection (which the kernel hands to either worker)."""
+    conn = server.connection()
+    try:
+        status, doc, _ = request_json(conn, method, path, body)
+        return status, doc
+    finally:
+        conn.close()
+
+
+def wait_ready(server: Server) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    last = "no attempt"
+    while time.monotonic() < deadline:
+        if not server.alive():
+            pytest.fail(f"gpu-admission serve exited with {server.proc.returncode} before it was ready; "
+                        f"stderr:\n{server.stderr_tail()}")
+        try:
+            status, doc = once(server, "GET", "/readyz")
+            if status == 200:
+                return
+            last = f"/readyz answered {status}: {doc}"
+        except (OSError, http.client.HTTPException) as exc:
+            last = repr(exc)
+        time.sleep(0.1)
+    pytest.fail(f"gpu-admission serve not ready within {START_TIMEOUT:.0f} s (last: {last}); "
+                f"stderr:\n{server.stderr_tail()}")
+
+
+def live_workers(server: Server) -> set[int]:
+    """Workers that have loaded the app (so accept connections): each one creates its live-gauge
+    file in the multi-process metrics directory when the app's metrics are set up."""
+    return {int(p.stem.rsplit("_", 1)[1]) for p in server.run_dir.glob("gpu-admission-metrics-*/gauge_live*_*.db")}
+
+
+def wait_workers(server: Server, count: int = 2, exclude: set[int] = frozenset()) -> set[int]:
+    """/readyz answers as soon as ONE worker is up; wait for ``count`` of them."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if not server.alive():
+            pytest.fail(f"gpu-admission serve exited with {server.proc.returncode}; stderr:\n{server.stderr_tail()}")
+        up = live_workers(server) - exclude
+        if len(up) >= count:
+            return up
+        time.sleep(0.05)
+    pytest.fail(f"{count} workers not up within {START_TIMEOUT:.0f} s; stderr:\n{server.stderr_tail()}")
+
+
+StartServer = Callable[..., Server]
+
+
+@pytest.fixture()
+def start_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[StartServer]:
+    """Start ``gpu-admission serve`` (2 workers x 4 threads) on a free loopback port; every server
+    started is stopped at teardown, also when the test failed."""
+    started: list[Server] = []
+    handles: list[Any] = []
+
+    def start(*extra: str, config: Path | None = None, wait: bool = True) -> Server:
+        # short directory: gunicorn's control socket (AF_UNIX, path length limit) is created in it,
+        # instead of the developer's ~/.gunicorn; the metrics directory (TMPDIR) lands there too
+        run_dir = tmp_path_factory.mktemp("run")
+        stderr_path = tmp_path / f"server-{len(started)}.stderr"
+        err = open(stderr_path, "wb")  # a file, not a pipe: a full pipe would block the server
+        handles.append(err)
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        env.update(XDG_RUNTIME_DIR=str(run_dir), TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
+        argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(pki.cert_file), "--key", str(pki.key_file),
+                "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4"]
+        if config is not None:
+            argv += ["--config", str(config)]
+        proc = subprocess.Popen([*argv, *extra], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        server = Server(proc, port, pki, run_dir, stderr_path)
+        started.append(server)
+        if wait:
+            wait_ready(server)
+            wait_workers(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+    for handle in handles:
+        handle.close()
+
+
+@pytest.fixture()
+def server(start_server: StartServer) -> Server:
+    return start_server()
+
+
+def until_consecutive(check: Callable[[], tuple[bool, Any]], what: str, *, k: int = CONSECUTIVE,
+                      timeout: float = RELOAD_TIMEOUT) -> None:
+    """Poll ``check`` (one new connection per call) until it holds ``k`` times in a row."""
+    deadline = time.monotonic() + timeout
+    streak, last = 0, None
+    while time.monotonic() < deadline:
+        ok, last = check()
+        streak = streak + 1 if ok else 0
+        if streak >= k:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what}: did not hold on {k} consecutive new connections within {timeout} s; last: {last}")
+
+
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    return [(s.labels, s.value) for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == name]
+
+
+# ----------------------------------------------------------------------------- 1. round trip
+
+
+def test_round_trip_over_one_keep_alive_connection(server: Server) -> None:
+    conn = server.connection()
+    try:
+        status, doc, resp = request_json(conn, "POST", "/mutate", encode(review(TP4, uid="uid-mutate")))
+        sock, local = conn.sock, conn.sock.getsockname()
+        assert resp.version == 11 and not resp.will_close
+        assert status == 200 and doc["apiVersion"] == "admission.k8s.io/v1" and doc["kind"] == "AdmissionReview"
+        r = doc["response"]
+        assert r["uid"] == "uid-mutate" and r["allowed"] is True and r["patchType"] == "JSONPatch"
+        pinned = jsonpatch.apply_patch(copy.deepcopy(TP4), json.loads(base64.b64decode(r["patch"])))
+        terms = pinned["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        exprs = [e for term in terms for e in term["matchExpressions"] if e["key"] == KEY]
+        assert exprs and all(e["operator"] == "In" for e in exprs)
+        assert "NVIDIA-A100-SXM4-80GB" in exprs[0]["values"] and "NVIDIA-L40S" not in exprs[0]["values"]
+
+        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(pinned, uid="uid-pinned")))
+        assert status == 200 and doc["response"]["uid"] == "uid-pinned" and doc["response"]["allowed"] is True
+
+        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L40S, uid="uid-deny")))
+        r = doc["response"]
+        assert status == 200 and r["uid"] == "uid-deny" and r["allowed"] is False
+        assert r["status"]["code"] == 403 and "tier-mismatch" in r["status"]["message"]
+
+        status, doc, _ = request_json(conn, "POST", "/validate?mode=audit", encode(review(TP4_L40S, uid="uid-audit")))
+        r = doc["response"]
+        assert status == 200 and r["uid"] == "uid-audit" and r["allowed"] is True and "status" not in r
+        assert r["warnings"] and r["warnings"][0].startswith("tier-mismatch:")
+
+        # all four answers came over the one TCP connection (one TLS handshake), as kube-apiserver expects
+        assert conn.sock is sock and conn.sock.getsockname() == local
+    finally:
+        conn.close()
+
+
+# ----------------------------------------------------------------------------- 2. metrics
+
+
+def test_metrics_count_every_request_across_both_workers(server: Server) -> None:
+    per_connection, threads, connections = 4, 5, 2  # 40 requests a round, over 10 new connections
+    results: list[tuple[int, str, str]] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(round_: int, t: int) -> None:
+        try:
+            for c in range(connections):
+                conn = server.connection()  # a new connection: the kernel picks the worker
+                try:
+                    for i in range(per_connection):
+                        uid = f"m-{round_}-{t}-{c}-{i}"
+                        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L40S, uid=uid)))
+                        with lock:
+                            results.append((status, uid, doc["response"]["uid"]))
+                finally:
+                    conn.close()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            with lock:
+                errors.append(repr(exc))
+
+    # The claim needs both worker processes to have counted some requests: prometheus_client keeps
+    # one counter file per process that counted. Almost always one round of 40 does it; should the
+    # kernel hand all of them to one worker, another round follows (and the expected total with it).
+    (metrics_dir,) = server.run_dir.glob("gpu-admission-metrics-*")
+    for round_ in range(5):
+        clients = [threading.Thread(target=client, args=(round_, t), daemon=True) for t in range(threads)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(timeout=30)
+        assert not any(c.is_alive() for c in clients), "client threads hung"
+        assert not errors, errors
+        if len(list(metrics_dir.glob("counter_*.db"))) == 2:
+            break
+    n = len(results)
+    assert n % 40 == 0 and all(status == 200 and sent == got for status, sent, got in results)
+    counting = sorted(p.name for p in metrics_dir.glob("counter_*.db"))
+    assert len(counting) == 2, f"both workers should have served requests, counter files: {counting}"
+
+    # whichever worker answers the scrape, it reports the whole server
+    for _ in range(CONSECUTIVE):
+        conn = server.connection()
+        try:
+            conn.request("GET", "/metrics")
+            resp = conn.getresponse()
+            text = resp.read().decode()
+        finally:
+            conn.close()
+        assert resp.status == 200 and resp.getheader("Content-Type", "").startswith("text/plain")
+        validate = [(labels, value) for labels, value in metric_samples(text, "gpu_admission_requests_total")
+                    if labels.get("endpoint") == "validate"]
+        assert sum(v for _, v in validate) == n, validate
+        assert validate == [({"endpoint": "validate", "mode": "enforce", "allowed": "false", "dry_run": "false"},
+                             float(n))]
+        counts = [v for labels, v in metric_samples(text, "gpu_admission_request_duration_seconds_count")
+                  if labels.get("endpoint") == "validate"]
+        assert counts == [float(n)]
+        violations = [v for labels, v in metric_samples(text, "gpu_admission_violations_total")
+                      if labels.get("code") == "tier-mismatch"]
+        assert violations == [float(n)]
+
+
+# ----------------------------------------------------------------------------- 3. certificate rotation
+
+
+class RequestLoop(threading.Thread):
+    """Calls /validate without pause like kube-apiserver: keep-alive reuse, and a new connection
+    (new TLS handshake) every ``per_connection`` requests. Records every failure."""
+
+    def __init__(self, server: Server, per_connection: int = 3) -> None:
+        super().__init__(daemon=True)
+        self.server, self.per_connection = server, per_connection
+        self.stop = threading.Event()
+        self.requests = self.connections = 0
+        self.failures: list[str] = []
+        self.body = encode(review(TP4_L40S, uid="uid-loop"))
+
+    def run(self) -> None:
+        conn: http.client.HTTPSConnection | None = None
+        try:
+            while not self.stop.is_set():
+                if conn is None or self.requests % self.per_connection == 0:
+                    if conn is not None:
+                        conn.close()
+                    conn = self.server.connection()
+                    try:
+                        conn.connect()
+                    except (OSError, http.client.HTTPException) as exc:
+                        self.failures.append(f"{time.monotonic():.3f} handshake: {exc!r}")
+                        conn = None
+                        continue
+                    self.connections += 1
+                try:
+                    status, doc, _ = request_json(conn, "POST", "/validate", self.body)
+                    if status != 200 or doc["response"]["uid"] != "uid-loop":
+                        self.failures.append(f"{time.monotonic():.3f} answer {status}: {doc!r:.200}")
+                except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError) as exc:
+                    self.failures.append(f"{time.monotonic():.3f} request: {exc!r}")
+                    conn.close()
+                    conn = None
+                self.requests += 1
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+def peer_der(server: Server) -> bytes:
+    sock = server.tls_socket()
+    try:
+        cert = sock.getpeercert(binary_form=True)
+        assert cert is not None
+        return cert
+    finally:
+        sock.close()
+
+
+def wait_for_certificate(server: Server, issued: certs.Issued) -> None:
+    wanted = der(issued)
+    until_consecutive(lambda: (peer_der(server) == wanted, "old certificate"),
+                      "new connections present the rotated certificate")
+
+
+def test_certificate_rotation_under_load_has_no_failed_request(server: Server, pki: Pki) -> None:
+    loop = RequestLoop(server)
+    started = time.monotonic()
+    loop.start()
+    try:
+        time.sleep(0.5)
+        # 1: atomic rotation (what `gpu-admission certs` / write() does)
+        first = pki.reissue()
+        certs.write(first, pki.dir)
+        wait_for_certificate(server, first)
+
+        # 2: deliberately NOT atomic: tls.crt first, tls.key later. The window is longer than the 1 s
+        # reload interval, so every worker does look at the mismatched pair (and must keep serving
+        # the old one) instead of the test passing because no check fell into the window.
+        second = pki.reissue()
+        replace_file(pki.cert_file, second.cert_pem, 0o644)
+        window_end = time.monotonic() + 1.3
+        seen_in_window = set()
+        while time.monotonic() < window_end:
+            seen_in_window.add(peer_der(server))
+            time.sleep(0.05)
+        # an old certificate, never the new one (a worker not connected to since rotation 1 may still
+        # hold the original pair; the loop thread counts any failed handshake)
+        assert seen_in_window and seen_in_window <= {der(pki.issued), der(first)}
+        replace_file(pki.key_file, second.key_pem)
+        wait_for_certificate(server, second)
+
+        # 3: atomic again
+        third = pki.reissue()
+        certs.write(third, pki.dir)
+        wait_for_certificate(server, third)
+        time.sleep(max(0.0, 6.0 - (time.monotonic() - started)))
+    finally:
+        loop.stop.set()
+        loop.join(timeout=IO_TIMEOUT * 2)
+    assert not loop.is_alive(), "request loop hung"
+    assert loop.failures == [], f"{len(loop.failures)} failed of {loop.requests}: {loop.failures[:10]}"
+    assert loop.requests >= 100 and loop.connections >= 30, (loop.requests, loop.connections)
+    assert '"result":"deferred"' in server.stderr(), "no worker noticed the half-written pair"
+    assert peer_der(server) == der(third)
+
+
+def test_half_written_rotation_before_a_workers_first_connection(server: Server, pki: Pki) -> None:
+    """Regression: a worker built its TLS context from the files on its FIRST connection, so a worker
+    that had not been connected to yet failed every handshake while a rotation was half-written."""
+    original = der(pki.issued)
+    fresh = pki.reissue()
+    replace_file(pki.cert_file, fresh.cert_pem, 0o644)  # only one worker has had a connection (readiness)
+    seen, failures = [], []
+    for _ in range(16):  # new connections land on both workers
+        try:
+            seen.append(peer_der(server))
+        except (OSError, AssertionError) as exc:
+            failures.append(repr(exc))
+    assert failures == [] and set(seen) == {original}, (failures, len(seen))
+    replace_file(pki.key_file, fresh.key_pem)
+    wait_for_certificate(server, fresh)
+
+
+# ----------------------------------------------------------------------------- 4. policy reload
+
+
+def verdict(server: Server) -> tuple[bool, Any]:
+    status, doc = once(server, "POST", "/validate", encode(review(TP4_L40S)))
+    assert status == 200, doc
+    return doc["response"]["allowed"], doc["response"]
+
+
+def metrics_text(server: Server) -> str:
+    conn = server.connection()
+    try:
+        conn.request("GET", "/metrics")
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
+def reloads(server: Server, result: str) -> float:
+    """Policy reloads with ``result`` counted by all workers together (one per worker per file version)."""
+    return sum(v for labels, v in metric_samples(metrics_text(server), "gpu_admission_config_reloads_total")
+               if labels.get("result") == result)
+
+
+def broken_reported(server: Server) -> tuple[bool, Any]:
+    """/readyz (which, like an admission request, makes the worker look at the file) names the error."""
+    status, body = once(server, "GET", "/readyz")
+    return status == 200 and "invalid YAML" in body.get("policy_reload_error", ""), body
+
+
+def test_policy_reload_good_then_broken(start_server: StartServer, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    write_policy(policy, "mode: enforce\n")
+    server = start_server(config=policy)
+    for _ in range(CONSECUTIVE):
+        allowed, response = verdict(server)
+        assert allowed is False and response["status"]["code"] == 403
+
+    write_policy(policy, "mode: audit\n")
+    until_consecutive(lambda: verdict(server), "the audit policy is in force after the rewrite")
+    # Each worker reloads on its own, on its next request after the interval. Both must have loaded
+    # the audit policy before the file breaks: a worker that never saw it rightly keeps enforce.
+    until_consecutive(lambda: (verdict(server)[0] and reloads(server, "success") == 2, "one worker only"),
+                      "both workers loaded the audit policy", k=1)
+
+    write_policy(policy, "mode: [broken\n")
+    until_consecutive(lambda: (broken_reported(server)[0] and reloads(server, "failure") == 2, "one worker only"),
+                      "both workers saw the broken file", k=1)
+    for _ in range(CONSECUTIVE):  # the last good policy (audit) stays in force everywhere
+        allowed, response = verdict(server)
+        assert allowed is True and response["warnings"][0].startswith("tier-mismatch:")
+        assert broken_reported(server)[0]
+    text = metrics_text(server)
+    assert "gpu_admission_config_valid 0.0" in text
+    assert reloads(server, "failure") == 2  # the same broken file is not parsed again and again
+
+
+def test_worker_respawn_with_broken_policy_keeps_serving(start_server: StartServer, tmp_path: Path) -> None:
+    """Regression: a worker that (re)starts while the policy file is invalid (after an OOM or timeout
+    kill, or still booting when the file broke) failed to boot, and gunicorn then halted the whole
+    server ("Worker failed to boot", exit 3) instead of keeping the last good policy."""
+    policy = tmp_path / "policy.yaml"
+    write_policy(policy, "mode: enforce\n")
+    server = start_server(config=policy)
+    write_policy(policy, "mode: [broken\n")
+    until_consecutive(lambda: broken_reported(server), "both workers saw the broken file")
+    before = live_workers(server)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)  # what the OOM killer does
+    (replacement,) = wait_workers(server, 1, exclude=before)
+    assert server.alive(), f"the server died (exit {server.proc.returncode}); stderr:\n{server.stderr_tail()}"
+
+    def last_good_everywhere() -> tuple[bool, Any]:
+        allowed, response = verdict(server)
+        status, ready = once(server, "GET", "/readyz")
+        return allowed is False and status == 200 and "policy_reload_error" in ready, (response, ready)
+    until_consecutive(last_good_everywhere, "every worker, the new one too, judges with the last good policy",
+                      k=2 * CONSECUTIVE)
+    assert server.alive() and live_workers(server) == (before - {victim}) | {replacement}
+
+
+def test_metrics_survive_a_worker_restart(server: Server) -> None:
+    """Regression: a worker leaving through sys.exit (gunicorn's timeout abort, a failed boot, a
+    graceful reload) unwound through serve's cleanup and deleted the metrics directory that the other
+    workers still use; /metrics then failed with a 500 until the server was restarted."""
+    for _ in range(10):
+        assert verdict(server)[0] is False
+    before = live_workers(server)
+    victim = min(before)
+    os.kill(victim, signal.SIGABRT)  # what the master sends a worker that exceeded the timeout
+    wait_workers(server, 1, exclude=before)
+    for _ in range(CONSECUTIVE):
+        conn = server.connection()
+        try:
+            conn.request("GET", "/metrics")
+            resp = conn.getresponse()
+            text = resp.read().decode()
+        finally:
+            conn.close()
+        assert resp.status == 200, text[:300]
+        total = sum(v for labels, v in metric_samples(text, "gpu_admission_requests_total")
+                    if labels.get("endpoint") == "validate")
+        assert total == 10  # the counts of the restarted worker are kept
+    assert server.alive()
+
+
+# ----------------------------------------------------------------------------- 5. SIGTERM
+
+
+@dataclass
+class ShutdownStats:
+    ok: list[tuple[float, float, str]] = field(default_factory=list)  # (write began, answered, uid)
+    refused_before_write: int = 0
+    idle_close: list[tuple[float, str]] = field(default_factory=list)  # (write began, what): reused
+    # connection closed, not one byte answered
+    broken: list[str] = field(default_factory=list)  # written, then no or a partial/invalid answer
+
+
+def test_sigterm_answers_every_request_in_flight(server: Server) -> None:
+    big = encode(review(vllm_pod("--tensor-parallel-size", "4", containers=200), uid="placeholder"))
+    stats = ShutdownStats()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(t: int) -> None:
+        conn = server.connection()
+        used = n = 0
+        while not stop.is_set():
+            if conn.sock is None:
+                try:
+                    conn.connect()  # a refused or reset connect never carried a request
+                except (OSError, http.client.HTTPException):
+                    with lock:
+                        stats.refused_before_write += 1
+                    conn.close()
+                    return
+                used = 0
+            uid = f"s-{t}-{n}"
+            n += 1
+            body = big.replace(b'"uid":"placeholder"', f'"uid":"{uid}"'.encode(), 1)
+            reused = used > 0
+            began = time.monotonic()
+            try:
+                conn.request("POST", "/validate", body=body, headers={"Content-Type": "application/json"})
+            except (OSError, http.client.HTTPException) as exc:
+                # the server closed the connection while we were writing: never read whole, never judged
+                with lock:
+                    if reused:
+                        stats.idle_close.append((began, f"{uid} write {exc!r}"))
+                    else:
+                        stats.broken.append(f"{uid} write {exc!r}")
+                conn.close()
+                continue
+            try:
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:
+                # not one byte of an answer: on a reused keep-alive connection this is the close race
+                # every HTTP client retries (kube-apiserver too); on a fresh one it is a dropped request
+                with lock:
+                    if reused:
+                        stats.idle_close.append((began, f"{uid} {exc!r}"))
+                    else:
+                        stats.broken.append(f"{uid} {exc!r}")
+                conn.close()
+                continue
+            except (OSError, http.client.HTTPException) as exc:  # partial answer, timeout
+                with lock:
+                    stats.broken.append(f"{uid} {exc!r}")
+                conn.close()
+                continue
+            answered = time.monotonic()
+            used += 1
+            try:
+                doc = json.loads(raw)
+                good = resp.status == 200 and doc["response"]["uid"] == uid and doc["response"]["allowed"] is False
+            except (ValueError, KeyError, TypeError):
+                good = False
+            with lock:
+                if good:
+                    stats.ok.append((began, answered, uid))
+                else:
+                    stats.broken.append(f"{uid} {resp.status} {raw[:200]!r}")
+            if resp.will_close:
+                conn.close()  # the server said "Connection: close"; the next request reconnects
+
+    clients = [threading.Thread(target=client, args=(t,), daemon=True) for t in range(8)]
+    for c in clients:
+        c.start()
+    time.sleep(1.5)
+    with lock:
+        before = len(stats.ok)
+    assert before >= 8, f"warm-up too slow: {before} answers"
+    sigterm_at = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = server.proc.wait(timeout=STOP_TIMEOUT)
+    finally:
+        stop.set()
+        for c in clients:
+            c.join(timeout=IO_TIMEOUT * 2)
+    shutdown = time.monotonic() - sigterm_at
+    assert not any(c.is_alive() for c in clients), "client threads hung"
+    assert rc == 0, f"exit code {rc}; stderr:\n{server.stderr_tail()}"
+    assert shutdown < 20, shutdown
+
+    assert stats.broken == [], stats.broken
+    # A request already on its way when the signal came is in flight: it must be answered. The close
+    # race is allowed only for requests written after the signal, and only if the server never judged them.
+    lost = [what for began, what in stats.idle_close if began < sigterm_at]
+    assert lost == [], f"in flight at SIGTERM, never answered: {lost}"
+    log = server.stderr()
+    judged = [what for _, what in stats.idle_close if f'"uid":"{what.split()[0]}"' in log]
+    assert judged == [], f"judged but never answered: {judged}"
+    in_flight = [uid for began, answered, uid in stats.ok if began < sigterm_at < answered]
+    assert in_flight, "no request was in flight at SIGTERM: the test proved nothing"
+    assert stats.refused_before_write >= 1, "clients should have found the listener closed"
+    print(f"\nSIGTERM: {len(stats.ok)} answered ({len(in_flight)} in flight at the signal), "
+          f"{stats.refused_before_write} connects refused, {len(stats.idle_close)} idle-close races, "
+          f"shutdown {shutdown:.2f} s")
+
+
+# ----------------------------------------------------------------------------- 6. body limit
+
+
+def _response_complete(data: bytes) -> bool:
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    match = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+    return match is not None and len(body) >= int(match.group(1))
+
+
+def _recv_nowait(sock: ssl.SSLSocket) -> bytes | None:
+    """Whatever the server has sent so far (None: nothing yet, b"": closed)."""
+    if not (select.select([sock], [], [], 0)[0] or sock.pending()):
+        return None
+    sock.setblocking(False)
+    try:
+        return sock.recv(65536)
+    except (ssl.SSLWantReadError, BlockingIOError):
+        return None  # only a TLS 1.3 session ticket, or half a record
+    finally:
+        sock.settimeout(IO_TIMEOUT)
+
+
+def post_reading_early(server: Server, headers: dict[str, str], chunks: Iterable[bytes]) -> tuple[int, Any]:
+    """POST like a client that reads the answer while still sending: a server that refuses a body
+    answers before reading it, then closes, and a send-everything-first client would only see the
+    reset. Returns (status, JSON body)."""
+    sock = server.tls_socket()
+    try:
+        head = "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        sock.sendall(head.encode())
+        received = b""
+        for chunk in chunks:
+            data = _recv_nowait(sock)
+            if data:
+                received += data
+                break  # answered: stop sending
+            if data == b"":
+                break
+            try:
+                sock.sendall(chunk)
+            except OSError:
+                break  # closed by the server; its answer may already be here
+        while not _response_complete(received):
+            try:
+                data = sock.recv(65536)
+            except OSError as exc:
+                raise AssertionError(f"no complete answer ({exc!r}); got {received[:300]!r}") from None
+            if not data:
+                break
+            received += data
+    finally:
+        sock.close()
+    assert _response_complete(received), received[:300]
+    head, _, body = received.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)
+
+
+def padded_review(size: int) -> bytes:
+    """A valid AdmissionReview of exactly ``size`` bytes (padding in the request's options)."""
+    doc = review(TP4_L40S, uid="uid-padded")
+    doc["request"]["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": ""}
+    pad = size - len(encode(doc))
+    assert pad >= 0
+    doc["request"]["options"]["fieldManager"] = "x" * pad
+    body = encode(doc)
+    assert len(body) == size
+    return body
+
+
+def pieces(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    for i in range(0, len(data), size):
+        yield data[i:i + size]
+
+
+def chunked(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    for piece in pieces(data, size):
+        yield f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    yield b"0\r\n\r\n"
+
+
+def test_body_over_4_mib_is_413_and_the_server_keeps_working(server: Server) -> None:
+    exact = padded_review(MAX_BODY)
+    conn = server.connection(timeout=30)
+    try:
+        status, doc, _ = request_json(conn, "POST", "/validate", exact)  # the limit is inclusive
+        assert status == 200 and doc["response"]["uid"] == "uid-padded", doc
+    finally:
+        conn.close()
+
+    for body in (padded_review(MAX_BODY + 1), padded_review(6 * 1024 * 1024)):
+        status, doc = post_reading_early(server, {"Content-Length": str(len(body))}, pieces(body))
+        assert status == 413 and str(MAX_BODY) in doc["error"], (status, doc)
+    # a chunked body has no Content-Length to refuse up front: it must be cut off and refused, not
+    # truncated to the limit and then judged (or called "not JSON")
+    body = padded_review(6 * 1024 * 1024)
+    status, doc = post_reading_early(server, {"Transfer-Encoding": "chunked"}, chunked(body))
+    assert status == 413 and str(MAX_BODY) in doc["error"], (status, doc)
+
+    for _ in range(CONSECUTIVE):
+        allowed, response = verdict(server)
+        assert allowed is False and response["status"]["code"] == 403
+    text = metrics_text(server)
+    assert [v for labels, v in metric_samples(text, "gpu_admission_errors_total")
+            if labels.get("status") == "413"] == [3.0]
+
+
+# ----------------------------------------------------------------------------- 7. TLS floor
+
+
+def _handshake_in_memory(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> str | None:
+    """Handshake two contexts over memory BIOs; the negotiated version, or None if it failed."""
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    srv = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    done = {"client": False, "server": False}
+    for _ in range(20):
+        for name, obj, out, peer_in in (("client", client, c_out, s_in), ("server", srv, s_out, c_in)):
+            if not done[name]:
+                try:
+                    obj.do_handshake()
+                    done[name] = True
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+                except ssl.SSLError:
+                    return None
+            peer_in.write(out.read())
+        if all(done.values()):
+            return client.version()
+    return None
+
+
+def _permissive_server(pki: Pki) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+    ctx.set_ciphers("ALL:@SECLEVEL=0")
+    ctx.load_cert_chain(str(pki.cert_file), str(pki.key_file))
+    return ctx
+
+
+def _client(pki: Pki, setup: Callable[[ssl.SSLContext], None]) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    setup(ctx)
+    return ctx
+
+
+def _tls11_only(ctx: ssl.SSLContext) -> None:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+
+
+def _weak_tls12(ctx: ssl.SSLContext) -> None:
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2  # TLS 1.3 suites are not governed by set_ciphers
+    ctx.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:AES128-SHA:DES-CBC3-SHA:@SECLEVEL=0")
+
+
+def test_tls_1_1_client_is_refused(server: Server, pki: Pki) -> None:
+    try:
+        ctx = _client(pki, _tls11_only)
+        capable = _handshake_in_memory(_permissive_server(pki), ctx) in ("TLSv1", "TLSv1.1")
+    except (ValueError, ssl.SSLError):
+        capable = False
+    if not capable:
+        pytest.skip("this OpenSSL cannot negotiate TLS 1.0/1.1 at all, even with a permissive server "
+                    "in-process, so it cannot show that the webhook refuses it")
+    with pytest.raises(ssl.SSLError) as refused:
+        server.tls_socket(ctx).close()
+    assert "PROTOCOL_VERSION" in str(refused.value).upper() or "UNSUPPORTED" in str(refused.value).upper()
+    assert verdict(server)[0] is False  # and the server carries on
+
+
+def test_tls_1_2_with_only_weak_ciphers_is_refused(server: Server, pki: Pki) -> None:
+    weak = _client(pki, _weak_tls12)
+    # the client can offer these (a permissive server accepts them), so the refusal is the webhook's
+    assert _handshake_in_memory(_permissive_server(pki), weak) == "TLSv1.2"
+    with pytest.raises(ssl.SSLError, match="(?i)handshake failure|no shared cipher"):
+        server.tls_socket(weak).close()
+
+    def modern(ctx: ssl.SSLContext) -> None:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256")
+    sock = server.tls_socket(_client(pki, modern))
+    try:
+        assert sock.version() == "TLSv1.2" and "GCM" in sock.cipher()[0]
+    finally:
+        sock.close()
+
+
+# ----------------------------------------------------------------------------- 8. refusing to start
+
+
+def run_serve(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "webhook", "serve", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return done, time.monotonic() - started
+
+
+def test_serve_refuses_to_start_without_key(pki: Pki, tmp_path: Path) -> None:
+    port = free_port()
+    missing = tmp_path / "absent.key"
+    done, took = run_serve("--cert", str(pki.cert_file), "--key", str(missing), "--bind", f"127.0.0.1:{port}")
+    assert done.returncode == 2, done
+    assert str(missing) in done.stderr and "cannot read" in done.stderr and "Traceback" not in done.stderr
+    assert took < 15
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_serve_refuses_to_start_with_invalid_policy(pki: Pki, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    write_policy(policy, "mode: [broken\n")
+    port = free_port()
+    done, took = run_serve("--cert", str(pki.cert_file), "--key", str(pki.key_file), "--bind", f"127.0.0.1:{port}",
+                           "--config", str(policy))
+    assert done.returncode == 2, done
+    assert str(policy) in done.stderr and "invalid YAML" in done.stderr and "Traceback" not in done.stderr
+    assert took < 15
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
