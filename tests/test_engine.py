@@ -272,3 +272,57 @@ def test_engine_never_raises(obj: Any) -> None:
         assert isinstance(r.decision.allowed, bool)
         if r.patch:
             jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+
+
+# ----------------------------------------------------------------------------- multi-pod groups
+
+def grouped(labels: dict[str, str], annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    obj = pod(vllm("meta-llama/Llama-3.1-405B-Instruct", 8, "-tp", "8", "-pp", "2"), annotations=annotations, **spec)
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+@pytest.mark.parametrize(("labels", "annotations", "key", "value"), [
+    pytest.param({"gpu-admission.io/group": "g1"}, {"gpu-admission.io/group-size": "2"}, "gpu-admission.io/group",
+                 "g1", id="user-group"),
+    pytest.param({"leaderworkerset.sigs.k8s.io/group-key": "abc123", "leaderworkerset.sigs.k8s.io/name": "x"},
+                 {"leaderworkerset.sigs.k8s.io/size": "2"}, "leaderworkerset.sigs.k8s.io/group-key", "abc123",
+                 id="lws-pod"),
+])
+def test_group_members_get_pod_affinity_on_the_product(labels: dict[str, str], annotations: dict[str, str],
+                                                        key: str, value: str) -> None:
+    obj = grouped(labels, annotations)
+    r = one(obj)
+    assert r.decision.allowed and r.profile.pods == 2 and r.decision.group is not None
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == [{"labelSelector": {"matchLabels": {key: value}}, "topologyKey": KEY}]
+    assert patched["spec"]["affinity"]["nodeAffinity"]  # the tier pin is there too
+    again = one(patched)
+    assert again.patch == () and again.decision.group is None  # idempotent
+    assert "missing-homogeneous-selector" not in codes(one(patched, mutate=False))
+    # as written, the group would be free to split over products
+    as_written = one(obj, mutate=False)
+    assert "missing-homogeneous-selector" in codes(as_written)
+    assert any("podAffinity" in v.message for v in as_written.decision.violations)
+
+
+def test_group_pod_affinity_joins_existing_affinity() -> None:
+    obj = grouped({"gpu-admission.io/group": "g2"}, {"gpu-admission.io/group-size": "2"},
+                  **{"affinity": {"podAntiAffinity": {}, "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                      "nodeSelectorTerms": [{"matchExpressions": [{"key": KEY, "operator": "In", "values": [A100_80]}]}]}},
+                      "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                          {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}]}}})
+    r = one(obj)
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(terms) == 2 and terms[1]["topologyKey"] == KEY
+    assert "podAntiAffinity" in patched["spec"]["affinity"]
+
+
+def test_group_of_unknown_size_warns_instead_of_denying() -> None:
+    r = one(grouped({"gpu-admission.io/group": "g3"}))
+    assert r.decision.allowed
+    assert any("group-size" in w for w in r.decision.warnings)
+    r = one(grouped({"gpu-admission.io/group": "g3"}, {"gpu-admission.io/group-size": "1"}))
+    assert "tp-exceeds-gpus" in codes(r)

@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from webhook.domain import Placement
-from webhook.patches import build
+from webhook.domain import GroupAffinity, Placement
+from webhook.patches import build, has_group_term
 from webhook.selection import pinned_values
 from webhook.workloads import escape, join
 
@@ -188,4 +188,26 @@ def test_patch_properties(extra: dict[str, Any], placement: Placement, nodes: li
 @given(extra=spec_extra_st, placement=placement_st)
 def test_patched_pod_is_schema_valid(extra: dict[str, Any], placement: Placement) -> None:
     patched = jsonpatch.apply_patch(pod(extra), build("", pod(extra)["spec"], placement))
+    kubernetes_validate.validate(patched, K8S_VERSION, strict=True)
+
+
+group_st = st.builds(lambda v: GroupAffinity("gpu-admission.io/group", v, KEY), st.sampled_from(["g1", "g2"]))
+pod_affinity_st = st.one_of(st.just({}), st.just({"podAffinity": {}}), st.just({"podAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"gpu-admission.io/group": "g1"}}, "topologyKey": KEY}]}}))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extra=spec_extra_st, placement=st.one_of(st.none(), placement_st), group=group_st, pod_aff=pod_affinity_st)
+def test_group_patch_properties(extra: dict[str, Any], placement: Placement | None, group: GroupAffinity,
+                                pod_aff: dict[str, Any]) -> None:
+    if pod_aff:
+        extra = copy.deepcopy(extra)
+        affinity = extra.get("affinity") or {}
+        extra["affinity"] = {**affinity, **pod_aff}
+    doc = pod(extra)
+    ops = build("", doc["spec"], placement, group)
+    patched = jsonpatch.apply_patch(doc, ops)
+    assert build("", patched["spec"], placement, group) == []
+    assert has_group_term(patched["spec"], group)
     kubernetes_validate.validate(patched, K8S_VERSION, strict=True)

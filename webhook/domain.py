@@ -207,6 +207,17 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class GroupAffinity:
+    """Members of one multi-pod model instance must share a GPU product: a required podAffinity on
+    the group's label with ``topologyKey`` = the product label (the first member picks, the rest
+    follow, because Kubernetes lets a pod that matches its own affinity start an empty group)."""
+
+    label_key: str
+    label_value: str
+    topology_key: str
+
+
+@dataclass(frozen=True)
 class Decision:
     """The verdict on one pod template."""
 
@@ -221,3 +232,5 @@ class Decision:
     fits: tuple[Fit, ...] = ()
     patch_needed: bool = False
     """True when the pod's node selection must be narrowed to ``placement`` (mutation)."""
+    group: GroupAffinity | None = None
+    """Pod affinity that keeps the pod's group on one product, when the pod must get it."""

@@ -48,8 +48,9 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
                                  problems=inferred.problems)
         ops: tuple[dict[str, JSON], ...] = ()
-        if decision.patch_needed and decision.placement is not None:
-            ops = tuple(patches.build(template.pointer, template.spec, decision.placement))
+        if decision.patch_needed or decision.group is not None:
+            ops = tuple(patches.build(template.pointer, template.spec,
+                                      decision.placement if decision.patch_needed else None, decision.group))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     return tuple(results)
 

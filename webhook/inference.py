@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from webhook import launchers, models, sizing
 from webhook.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
+from webhook.groups import declared_size
 from webhook.resources import pod_gpus
 from webhook.workloads import PodTemplate, join
 
@@ -89,9 +90,13 @@ def _tp_annotation(template: PodTemplate, problems: list[Violation]) -> int | No
 
 
 def _group_pods(template: PodTemplate, launch: LaunchSpec | None) -> int:
-    """Pods forming one model instance: the LeaderWorkerSet size, else the launcher's node count."""
+    """Pods forming one model instance: the LeaderWorkerSet size (template or the size annotation LWS
+    puts on its pods), a declared ``gpu-admission.io/group-size``, else the launcher's node count."""
     if template.group_size > 1:
         return template.group_size
+    declared = declared_size(template.labels, template.annotations)
+    if declared is not None:
+        return declared
     if launch is not None and launch.nnodes and launch.nnodes > 1:
         return launch.nnodes
     return 1

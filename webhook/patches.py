@@ -12,9 +12,12 @@ Rules the patch obeys (each one learned from webhooks that got it wrong):
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
-from webhook.domain import JSON, Placement
+import jsonpatch
+
+from webhook.domain import JSON, GroupAffinity, Placement
 from webhook.selection import term_values
 from webhook.workloads import join
 
@@ -31,9 +34,60 @@ def _nest(keys: tuple[str, ...], leaf: JSON) -> JSON:
     return leaf
 
 
-def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
+def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement | None,
+          group: GroupAffinity | None = None) -> list[Op]:
     """Ops that make the pod template at ``template_pointer`` (whose ``spec`` is given) land only on
-    ``placement.values`` of ``placement.label_key``. Returns ``[]`` when nothing needs to change."""
+    ``placement.values`` of ``placement.label_key`` and, for a group member, on the same product as
+    the rest of its group. Returns ``[]`` when nothing needs to change."""
+    ops = node_affinity_ops(template_pointer, spec, placement) if placement is not None else []
+    if group is not None:
+        current = spec
+        if ops:  # the pod affinity goes into the spec as the node affinity ops leave it
+            current = jsonpatch.apply_patch({"spec": copy.deepcopy(dict(spec))},
+                                            [dict(op, path=op["path"][len(template_pointer):]) for op in ops])["spec"]
+        ops += pod_affinity_ops(template_pointer, current, group)
+    return ops
+
+
+def group_term(group: GroupAffinity) -> dict[str, JSON]:
+    return {"labelSelector": {"matchLabels": {group.label_key: group.label_value}},
+            "topologyKey": group.topology_key}
+
+
+def has_group_term(spec: Mapping[str, Any], group: GroupAffinity) -> bool:
+    """True when a required pod affinity already keeps the pod with its group on one product."""
+    cur: Any = spec
+    for key in ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+        cur = cur.get(key) if isinstance(cur, Mapping) else None
+    for term in cur if isinstance(cur, list) else []:
+        if not isinstance(term, Mapping) or term.get("topologyKey") != group.topology_key:
+            continue
+        selector = term.get("labelSelector")
+        labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+        if isinstance(labels, Mapping) and labels.get(group.label_key) == group.label_value:
+            return True
+    return False
+
+
+def pod_affinity_ops(template_pointer: str, spec: Mapping[str, Any], group: GroupAffinity) -> list[Op]:
+    if has_group_term(spec, group):
+        return []
+    term = group_term(group)
+    path = ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+    pointer = join(template_pointer, "spec")
+    cur: Any = spec
+    for depth, key in enumerate(path):
+        nxt = cur.get(key) if isinstance(cur, Mapping) else None
+        ok = isinstance(nxt, list) if depth == len(path) - 1 else isinstance(nxt, Mapping)
+        if not ok:
+            return [{"op": "add", "path": join(pointer, key), "value": _nest(path[depth + 1:], [term])}]
+        pointer = join(pointer, key)
+        cur = nxt
+    return [{"op": "add", "path": join(pointer, "-"), "value": term}]
+
+
+def node_affinity_ops(template_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
+    """The node affinity part of :func:`build`."""
     req = requirement(placement)
     wanted = frozenset(placement.values)
     path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")

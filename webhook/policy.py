@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from webhook import sizing
-from webhook.domain import Decision, Fit, LabelOption, Placement, Violation, WorkloadProfile
+from webhook.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
+from webhook.groups import declared_size, group_label
 from webhook.inference import MODE, TIER
+from webhook.patches import has_group_term
 from webhook.selection import pinned_values
 from webhook.settings import MODES, Settings, Tier
 from webhook.workloads import PodTemplate, join
@@ -255,6 +257,12 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
     resource = settings.gpu_resources[0]
     layout = _layout(profile)
     pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
+    group = group_label(template.labels)
+    if profile.gpus_used > available and group and profile.pods == 1 and template.group_size == 1 \
+            and declared_size(template.labels, template.annotations) is None:
+        warnings.append(f"{layout} = {profile.gpus_used} GPUs spans the pods of group {group[1]}, whose size "
+                        f"is unknown: set annotation gpu-admission.io/group-size so the total can be checked")
+        return
     if profile.gpus_used > available:
         per_pod = -(-profile.gpus_used // profile.pods)
         findings.append(_Finding(Violation(
@@ -324,12 +332,31 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     _parallelism(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
     placement = Placement(settings.label_key, values) if values else None
+    group = _group_affinity(profile, template, settings, placement, findings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
-                   warnings, choice.fits, mutate and settings.mutate)
+                   warnings, choice.fits, mutate and settings.mutate, group)
+
+
+def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
+                    placement: Placement | None, findings: list[_Finding]) -> GroupAffinity | None:
+    """The pod affinity a group member still needs, reported as a fixable finding."""
+    found = group_label(template.labels)
+    if found is None or placement is None:
+        return None
+    group = GroupAffinity(found[0], found[1], settings.label_key)
+    if has_group_term(template.spec, group):
+        return None
+    findings.append(_Finding(Violation(
+        MISSING_SELECTOR,
+        f"{_describe(profile)} is a member of group {found[1]} ({found[0]}) whose pods may land on different "
+        f"GPU products: add a required podAffinity on {found[0]}={found[1]} with topologyKey {settings.label_key}",
+        join(template.pointer, "spec", "affinity")), fixable=True))
+    return group
 
 
 def _finish(mode: str, tier: str | None, placement: Placement | None, patch_needed: bool,
-            findings: Sequence[_Finding], warnings: list[str], fits: tuple[Fit, ...], mutate: bool) -> Decision:
+            findings: Sequence[_Finding], warnings: list[str], fits: tuple[Fit, ...], mutate: bool,
+            group: GroupAffinity | None = None) -> Decision:
     """Apply the mode: fixable findings vanish under mutation; audit turns violations into warnings.
 
     Without mutation a pod that needed the patch is not pinned, so where it may land is unknown
@@ -349,6 +376,7 @@ def _finish(mode: str, tier: str | None, placement: Placement | None, patch_need
         warnings=tuple(dict.fromkeys(warnings)),
         fits=fits,
         patch_needed=patch_needed and placement is not None,
+        group=group if mutate else None,
     )
 
 

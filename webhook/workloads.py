@@ -49,6 +49,7 @@ class PodTemplate:
     """Replica/parallelism count of the controller, when it has one."""
     kind: str = "Pod"
     annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def escape(token: str) -> str:
@@ -84,8 +85,8 @@ def _int(value: Any, default: int | None) -> int | None:
     return default
 
 
-def _annotations(metadata: Mapping[str, JSON]) -> dict[str, str]:
-    raw = metadata.get("annotations")
+def _annotations(metadata: Mapping[str, JSON], field_name: str = "annotations") -> dict[str, str]:
+    raw = metadata.get(field_name)
     if not isinstance(raw, Mapping):
         return {}
     return {str(k): v for k, v in raw.items() if isinstance(v, str)}
@@ -107,6 +108,7 @@ def _template(
         replicas=replicas,
         kind=kind,
         annotations=_annotations(metadata),
+        labels=_annotations(metadata, "labels"),
     )
 
 
