@@ -326,3 +326,11 @@ def test_group_of_unknown_size_warns_instead_of_denying() -> None:
     assert any("group-size" in w for w in r.decision.warnings)
     r = one(grouped({"gpu-admission.io/group": "g3"}, {"gpu-admission.io/group-size": "1"}))
     assert "tp-exceeds-gpus" in codes(r)
+
+
+def test_node_name_on_multi_gpu_pod_is_denied_even_after_mutation() -> None:
+    obj = pod(vllm(LLAMA70, 4, "-tp", "4"), nodeName="gpu-node-7")
+    r = one(obj)
+    assert not r.decision.allowed and codes(r) == ["missing-homogeneous-selector"]
+    assert r.decision.violations[0].path == "/spec/nodeName"
+    assert one(pod(vllm("Qwen/Qwen2.5-7B-Instruct", 1), nodeName="n1")).decision.allowed  # single GPU

@@ -237,6 +237,19 @@ def _shown(choice: _TierChoice, values: Sequence[str]) -> str:
     return ", ".join(shown)
 
 
+def _node_name(profile: WorkloadProfile, template: PodTemplate, findings: list[_Finding]) -> None:
+    """A multi-GPU pod with ``spec.nodeName`` skips the scheduler: its node, and so its GPU product,
+    was chosen by hand and cannot be checked at admission. Deny it rather than trust it."""
+    node = template.spec.get("nodeName")
+    if not _is_multi(profile) or not isinstance(node, str) or not node:
+        return
+    findings.append(_Finding(Violation(
+        MISSING_SELECTOR,
+        f"{_describe(profile)} sets spec.nodeName={node[:63]!r}, which bypasses the scheduler and the GPU "
+        f"product pin: remove nodeName and let the scheduler place the pod on its tier",
+        join(template.pointer, "spec", "nodeName"))))
+
+
 def _product_of(settings: Settings, value: str) -> str | None:
     return settings.catalog.parse_label(value, settings.label_scheme).product
 
@@ -329,6 +342,7 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     patch_needed = False
     if choice.tier is not None:
         values, patch_needed = _placement(profile, template, settings, choice, findings)
+        _node_name(profile, template, findings)
     _parallelism(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
     placement = Placement(settings.label_key, values) if values else None
