@@ -4,6 +4,8 @@ Pure: no Flask, no clock. ``/mutate`` pins pods and never denies (denial is the 
 the order of mutating webhooks cannot matter); ``/validate`` judges pods as they arrive (after
 mutation) and workload templates as their pods will be once mutated, so ``kubectl apply`` of a
 Deployment gets the verdict at apply time instead of in a ReplicaSet event nobody reads.
+DRA ResourceClaims and ResourceClaimTemplates (``dra``) follow the same split: ``/mutate`` adds the
+productName constraint on CREATE, ``/validate`` judges the claim as it arrives.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from webhook import engine, review
+from webhook import dra, engine, review
 from webhook.domain import JSON
 from webhook.engine import TemplateResult
+from webhook.inventory import Inventory
 from webhook.review import Request
 from webhook.settings import Settings
 from webhook.workloads import WORKLOAD_KINDS, documents
@@ -38,10 +41,11 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
     return Outcome(review.respond(req, allowed=True), True, mode)
 
 
-def _results(req: Request, settings: Settings, *, mode: str, mutate: bool) -> list[TemplateResult]:
+def _results(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
+             inventory: Inventory | None) -> list[TemplateResult]:
     results: list[TemplateResult] = []
     for pointer, obj in documents(req.obj):
-        results.extend(engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer))
+        results.extend(engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer, inventory=inventory))
     return results
 
 
@@ -89,12 +93,50 @@ def _warnings(results: Sequence[TemplateResult]) -> list[str]:
     return out
 
 
-def mutate(req: Request, settings: Settings) -> Outcome:
+def _mutate_claim(req: Request, settings: Settings) -> Outcome:
+    """Add the productName constraint to a multi-GPU claim on CREATE (its spec is immutable after)."""
+    mode = settings.mode
+    result = None
+    if req.operation == "CREATE" and not req.sub_resource and settings.mutate:
+        result = dra.judge_claim(req.obj, mode=mode, mutate=True)
+    if result is None:
+        return _allow_at_once(req, mode)
+    warnings = [f"gpu-admission added constraint matchAttribute {dra.PRODUCT_ATTRIBUTE} over "
+                f"{', '.join(result.gpu_requests)}: all GPUs of this claim will be one model"] if result.patch else []
+    return Outcome(review.respond(req, allowed=True, patch=result.patch, warnings=warnings), True, mode,
+                   judged=True)
+
+
+def _validate_claim(req: Request, *, mode: str) -> Outcome:
+    """Judge a claim as it arrives. The spec is immutable, so an UPDATE can only change metadata: it
+    is judged in audit mode (warnings only); denying it would fix nothing and would block finalizer
+    removal on claims created before the webhook."""
+    result = None
+    if req.operation in JUDGED_OPERATIONS and not req.sub_resource:
+        result = dra.judge_claim(req.obj, mode=mode if req.operation == "CREATE" else "audit", mutate=False)
+    if result is None:
+        return _allow_at_once(req, mode)
+    codes = tuple(v.code for v in result.violations)
+    annotations = {"decision": "allowed" if result.allowed else "denied", "mode": result.mode,
+                   "gpu-requests": ",".join(result.gpu_requests) or "none",
+                   "gpu-devices": "all" if result.gpu_devices is None else str(result.gpu_devices)}
+    if codes:
+        annotations["violations"] = ",".join(codes)
+    message = None if result.allowed else f"gpu-admission denied {_subject(req)}: " + "; ".join(
+        f"{v.code}: {v.message} (at {v.path})" for v in result.violations)
+    reply = review.respond(req, allowed=result.allowed, message=message, warnings=result.warnings,
+                           audit_annotations=annotations)
+    return Outcome(reply, result.allowed, result.mode, codes, judged=True)
+
+
+def mutate(req: Request, settings: Settings, inventory: Inventory | None = None) -> Outcome:
     """Pin a pod to its tier. Never denies; other kinds and operations pass untouched."""
     mode = settings.mode
+    if req.kind_name in dra.KINDS:
+        return _mutate_claim(req, settings)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate:
         return _allow_at_once(req, mode)
-    results = _results(req, settings, mode=mode, mutate=True)
+    results = _results(req, settings, mode=mode, mutate=True, inventory=inventory)
     patch = [op for r in results for op in r.patch]
     warnings = []
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -107,14 +149,16 @@ def mutate(req: Request, settings: Settings) -> Outcome:
                    tier=tier, judged=True)
 
 
-def validate(req: Request, settings: Settings, *, mode: str) -> Outcome:
+def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None) -> Outcome:
     """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation)."""
     kind = req.kind_name
+    if kind in dra.KINDS:
+        return _validate_claim(req, mode=mode)
     if req.operation not in JUDGED_OPERATIONS or req.sub_resource or kind not in WORKLOAD_KINDS:
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
-    results = _results(req, settings, mode=mode, mutate=False if kind == "Pod" else None)
+    results = _results(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed for r in results):
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
     allowed = all(r.decision.allowed for r in results)

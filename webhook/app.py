@@ -17,9 +17,10 @@ from typing import Any, Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import admission, review
+from webhook import admission, extender, review
 from webhook.certs import certificate_expiry, pair_problem
 from webhook.filewatch import stat_signature
+from webhook.inventory import Inventory
 from webhook.live_settings import LiveSettings
 from webhook.metrics import Metrics
 from webhook.review import ReviewError
@@ -64,9 +65,12 @@ class _CertStatus:
 
 def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                cert_file: str | Path | None = None, key_file: str | Path | None = None,
-               metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter) -> Flask:
+               metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter,
+               inventory: Callable[[], Inventory | None] | None = None) -> Flask:
     """Build the admission server app. ``settings``: fixed Settings, a LiveSettings that reloads its
-    file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness."""
+    file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness.
+    ``inventory``: returns the current GPU node inventory (the server's node watch), or None."""
+    current_inventory = inventory or (lambda: None)
     if isinstance(settings, LiveSettings):
         live = settings
     else:
@@ -82,6 +86,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     # stops reading it at the limit without an error, so handle() must see that there was more
     app.config["MAX_CONTENT_LENGTH"] = max_body + 1
     app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
+    app.register_blueprint(extender.blueprint())  # POST /scheduler/filter, /scheduler/prioritize
 
     def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
         started = clock()
@@ -116,7 +121,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
     @app.post("/mutate")
     def mutate() -> Response:
-        return handle("mutate", admission.mutate)
+        return handle("mutate", lambda req, s: admission.mutate(req, s, current_inventory()))
 
     # /validate/audit is what the webhook configuration uses: kube-apiserver refuses a query string in
     # a webhook's service path or URL, so ?mode=audit cannot be configured there
@@ -129,7 +134,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
             return _json({"error": f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}"}, 400)
 
         def decide(req: review.Request, s: Settings) -> admission.Outcome:
-            return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce")
+            return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce",
+                                      inventory=current_inventory())
         return handle("validate", decide)
 
     @app.get("/healthz")

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from webhook import certs as certs_mod, engine, report, settings as settings_mod, sources
+from webhook import certs as certs_mod, engine, inventory_cli, report, settings as settings_mod, sources
+from webhook.inventory import Inventory
 from webhook.explain import render_explain
 from webhook.settings import MODES, SettingsError
 from webhook.workloads import documents
@@ -55,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
     check.add_argument("--no-mutate", action="store_true",
                        help="judge objects as written, not as they are after the mutating webhook")
+    check.add_argument("--inventory", metavar="NODES.yaml",
+                       help="judge against the real fleet: a saved `kubectl get nodes -o yaml` (offer only "
+                            "products that exist, keep multi-GPU pods off mixed nodes)")
+
+    inventory = sub.add_parser(
+        "inventory", help="show the GPU pools, tiers, free GPUs and anomalies of a live cluster",
+        description="List the cluster's GPU nodes by product label: pools, their tier, free GPUs, and the "
+                    "mixed or mislabeled nodes gpu-admission keeps multi-GPU pods away from.")
+    inventory_cli.add_arguments(inventory)
 
     serve = sub.add_parser(
         "serve", help="run the admission server (gunicorn, TLS)",
@@ -73,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", metavar="N", type=_positive, default=8,
                        help="threads per worker (each holds keep-alive connections from kube-apiserver)")
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    serve.add_argument("--inventory", choices=("auto", "on", "off"), default="auto",
+                       help="watch Nodes to offer only GPU products that exist and avoid mixed nodes: auto = "
+                            "when in-cluster or kubeconfig credentials load and RBAC allows listing nodes")
+    serve.add_argument("--kubeconfig", metavar="FILE", default=None,
+                       help="kubeconfig for the node inventory (default: in-cluster, then ~/.kube/config)")
 
     certs = sub.add_parser(
         "certs", help="create a CA and a serving certificate for the webhook",
@@ -120,15 +135,16 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return server.run(server.ServeOptions(
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
         config=Path(args.config) if args.config else None,
-        client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level))
+        client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
+        inventory=args.inventory, kubeconfig=args.kubeconfig))
 
 
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
-          mutate: bool | None) -> list[report.Row]:
+          mutate: bool | None, inventory: Inventory | None = None) -> list[report.Row]:
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
-            for result in engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer):
+            for result in engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer, inventory=inventory):
                 rows.append(report.Row(doc.source, obj, pointer, result))
     return rows
 
@@ -152,7 +168,14 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if prepared is None:
         return EXIT_USAGE
     docs, settings = prepared
-    rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None)
+    fleet = None
+    if args.inventory:
+        try:
+            fleet = inventory_cli.load_file(args.inventory, settings)
+        except sources.InputError as exc:
+            print(f"gpu-admission: {exc}", file=err)
+            return EXIT_USAGE
+    rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None, inventory=fleet)
     render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
     out.write(render[args.output](rows))
     if args.output == "json":
@@ -181,7 +204,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
-    commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": certs_mod.run}
+    commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": certs_mod.run,
+                "inventory": inventory_cli.run}
     return commands[args.command](args, out, err)
 
 

@@ -204,6 +204,8 @@ class Placement:
 
     label_key: str
     values: tuple[str, ...]
+    exclude_nodes: tuple[str, ...] = ()
+    """Nodes to keep the pod off (mixed or mislabeled GPU nodes carrying one of ``values``)."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook import inference, patches, policy
+from webhook import dra, inference, patches, policy
 from webhook.domain import Decision, JSON, WorkloadProfile
+from webhook.inventory import Inventory
 from webhook.settings import Settings
 from webhook.workloads import PodTemplate, pod_templates
 
@@ -32,11 +33,12 @@ def _metadata(obj: Any) -> Mapping[str, Any]:
 
 
 def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-          prefix: str = "") -> tuple[TemplateResult, ...]:
+          prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...]:
     """Judge every pod template of ``obj``; kinds without pod templates give ``()``.
 
     ``mode`` defaults to the policy's mode, ``mutate`` to the policy's ``mutate``; ``prefix`` is the
-    JSON pointer of ``obj`` inside the judged document (List items)."""
+    JSON pointer of ``obj`` inside the judged document (List items); ``inventory`` the cluster's GPU
+    nodes when known."""
     mode = mode or settings.mode
     mutate = settings.mutate if mutate is None else mutate
     results: list[TemplateResult] = []
@@ -46,13 +48,24 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
         if template.template == "leader":
             leader = inferred.profile
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
-                                 problems=inferred.problems)
+                                 problems=inferred.problems, inventory=inventory)
         ops: tuple[dict[str, JSON], ...] = ()
         if decision.patch_needed or decision.group is not None:
             ops = tuple(patches.build(template.pointer, template.spec,
                                       decision.placement if decision.patch_needed else None, decision.group))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     return tuple(results)
+
+
+def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
+              prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...] | dra.DraResult:
+    """:func:`judge` for objects with pod templates, :func:`webhook.dra.judge_claim` for
+    ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates (same defaults from the policy).
+    Other DRA versions are not judged and give ``()`` like any kind without pod templates."""
+    claim = dra.judge_claim(obj, mode=mode or settings.mode, mutate=settings.mutate if mutate is None else mutate,
+                            prefix=prefix)
+    return claim if claim is not None else judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix,
+                                                 inventory=inventory)
 
 
 def object_identity(obj: Any) -> dict[str, JSON]:

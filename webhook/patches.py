@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import jsonpatch
 
 from webhook.domain import JSON, GroupAffinity, Placement
-from webhook.selection import term_values
+from webhook.selection import HOSTNAME, term_excludes, term_values
 from webhook.workloads import join
 
 Op = dict[str, JSON]
@@ -26,6 +26,14 @@ Op = dict[str, JSON]
 
 def requirement(placement: Placement) -> dict[str, JSON]:
     return {"key": placement.label_key, "operator": "In", "values": list(placement.values)}
+
+
+def exclusion(placement: Placement) -> dict[str, JSON]:
+    return {"key": HOSTNAME, "operator": "NotIn", "values": list(placement.exclude_nodes)}
+
+
+def _requirements(placement: Placement) -> list[dict[str, JSON]]:
+    return [requirement(placement)] + ([exclusion(placement)] if placement.exclude_nodes else [])
 
 
 def _nest(keys: tuple[str, ...], leaf: JSON) -> JSON:
@@ -88,8 +96,8 @@ def pod_affinity_ops(template_pointer: str, spec: Mapping[str, Any], group: Grou
 
 def node_affinity_ops(template_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
     """The node affinity part of :func:`build`."""
-    req = requirement(placement)
     wanted = frozenset(placement.values)
+    excluded = frozenset(placement.exclude_nodes)
     path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
     pointer = join(template_pointer, "spec")
     cur: Any = spec
@@ -97,7 +105,7 @@ def node_affinity_ops(template_pointer: str, spec: Mapping[str, Any], placement:
         nxt = cur.get(key) if isinstance(cur, Mapping) else None
         container_ok = isinstance(nxt, list) if key == "nodeSelectorTerms" else isinstance(nxt, Mapping)
         if not container_ok or (key == "nodeSelectorTerms" and not nxt):
-            value = _nest(path[depth + 1:], [{"matchExpressions": [req]}])
+            value = _nest(path[depth + 1:], [{"matchExpressions": _requirements(placement)}])
             return [{"op": "add", "path": join(pointer, key), "value": value}]
         pointer = join(pointer, key)
         cur = nxt
@@ -105,13 +113,18 @@ def node_affinity_ops(template_pointer: str, spec: Mapping[str, Any], placement:
     for i, term in enumerate(cur):
         term_ptr = join(pointer, i)
         if not isinstance(term, Mapping):
-            ops.append({"op": "replace", "path": term_ptr, "value": {"matchExpressions": [req]}})
+            ops.append({"op": "replace", "path": term_ptr, "value": {"matchExpressions": _requirements(placement)}})
             continue
         current = term_values(term, placement.label_key)
-        if current is not None and current <= wanted:
+        missing = []
+        if current is None or not current <= wanted:
+            missing.append(requirement(placement))
+        if not term_excludes(term, excluded):
+            missing.append(exclusion(placement))
+        if not missing:
             continue
         if isinstance(term.get("matchExpressions"), list):
-            ops.append({"op": "add", "path": join(term_ptr, "matchExpressions", "-"), "value": dict(req)})
+            ops.extend({"op": "add", "path": join(term_ptr, "matchExpressions", "-"), "value": m} for m in missing)
         else:
-            ops.append({"op": "add", "path": join(term_ptr, "matchExpressions"), "value": [dict(req)]})
+            ops.append({"op": "add", "path": join(term_ptr, "matchExpressions"), "value": missing})
     return ops

@@ -8,6 +8,8 @@ to change, with numbers. Codes are stable (scripts and dashboards match on them)
 - ``tier-mismatch``: the pod pins products outside its tier (never silently overridden);
 - ``tp-exceeds-gpus``: the declared parallelism needs more GPUs than the pod (group) requests;
 - ``model-does-not-fit``: no product of the tier holds the model at that parallelism;
+- ``tier-not-in-cluster``: the GPU inventory shows no node that offers the tier's fitting products
+  with enough GPUs per node (only when an inventory is known);
 - ``invalid-gpu-request`` / ``invalid-annotation``: malformed input, reported where it is.
 """
 
@@ -20,8 +22,9 @@ from webhook import sizing
 from webhook.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
 from webhook.groups import declared_size, group_label
 from webhook.inference import MODE, TIER
+from webhook.inventory import Inventory
 from webhook.patches import has_group_term
-from webhook.selection import pinned_values
+from webhook.selection import excludes_everywhere, pinned_values
 from webhook.settings import MODES, Settings, Tier
 from webhook.workloads import PodTemplate, join
 
@@ -30,6 +33,7 @@ TIER_MISMATCH = "tier-mismatch"
 TP_EXCEEDS = "tp-exceeds-gpus"
 DOES_NOT_FIT = "model-does-not-fit"
 INVALID_ANNOTATION = "invalid-annotation"
+NOT_IN_CLUSTER = "tier-not-in-cluster"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,12 @@ class _TierChoice:
     options: tuple[LabelOption, ...] = ()
     fits: tuple[Fit, ...] = ()
     escalated_from: str | None = None
+    present: frozenset[str] | None = None
+    """Label values the cluster has room on (from the inventory); ``None`` when no inventory is known."""
+
+    def usable(self) -> list[str]:
+        """Values that fit the model and, when the inventory is known, exist in the cluster."""
+        return [f.value for f in self.fits if f.fits and (self.present is None or f.value in self.present)]
 
 
 def _is_multi(profile: WorkloadProfile) -> bool:
@@ -82,9 +92,11 @@ def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Se
     )
 
 
-def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings) -> _TierChoice:
+def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings,
+              inventory: Inventory | None = None) -> _TierChoice:
     options = settings.catalog.options(tier.products, settings.label_scheme)
-    return _TierChoice(tier, options, _fits(profile, options, settings))
+    present = inventory.values_with_room(profile.gpus_per_pod) if inventory is not None else None
+    return _TierChoice(tier, options, _fits(profile, options, settings), present=present)
 
 
 def tier_fits(profile: WorkloadProfile, tier: Tier, settings: Settings) -> tuple[Fit, ...]:
@@ -93,7 +105,7 @@ def tier_fits(profile: WorkloadProfile, tier: Tier, settings: Settings) -> tuple
 
 
 def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
-                 findings: list[_Finding]) -> _TierChoice:
+                 findings: list[_Finding], inventory: Inventory | None) -> _TierChoice:
     multi = _is_multi(profile)
     if profile.tier_override is not None:
         tier = settings.tier(profile.tier_override)
@@ -112,7 +124,7 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
                 join(template.pointer, "metadata", "annotations", TIER))))
             return _TierChoice(None)
         else:
-            return _evaluate(tier, profile, settings)
+            return _evaluate(tier, profile, settings, inventory)
     if multi:
         name = settings.multi_gpu_tier
     elif profile.params_b is not None:
@@ -121,14 +133,15 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
         return _TierChoice(None)  # a single-GPU pod whose model is unknown is not constrained
     tier = settings.tier(name)
     assert tier is not None  # settings validation guarantees rule tiers exist
-    choice = _evaluate(tier, profile, settings)
+    choice = _evaluate(tier, profile, settings, inventory)
     if (name == settings.small_model_tier and settings.escalate and name != settings.large_model_tier
-            and not any(f.fits for f in choice.fits)):
+            and not choice.usable()):
         bigger = settings.tier(settings.large_model_tier)
         assert bigger is not None
-        escalated = _evaluate(bigger, profile, settings)
-        if any(f.fits for f in escalated.fits):
-            return _TierChoice(escalated.tier, escalated.options, escalated.fits, escalated_from=name)
+        escalated = _evaluate(bigger, profile, settings, inventory)
+        if escalated.usable():
+            return _TierChoice(escalated.tier, escalated.options, escalated.fits, escalated_from=name,
+                               present=escalated.present)
     return choice
 
 
@@ -162,11 +175,11 @@ def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Setti
 
 
 def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
-               findings: list[_Finding]) -> tuple[tuple[str, ...] | None, bool]:
+               findings: list[_Finding], inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool]:
     """Label values the pod may land on and whether the pod must be patched to get there."""
     assert choice.tier is not None
     spec_path = join(template.pointer, "spec")
-    fitting = [f.value for f in choice.fits if f.fits]
+    fitting = choice.usable()
     fit_by_product: dict[str, bool] = {}
     for option, fit in zip(choice.options, choice.fits):
         for product in option.products:
@@ -177,7 +190,8 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
 
     if pinned.values is None:
         if not fitting:
-            findings.append(_Finding(_does_not_fit(profile, choice, settings, spec_path)))
+            findings.append(_Finding(_unavailable(profile, choice, spec_path, inventory)
+                                     or _does_not_fit(profile, choice, settings, spec_path)))
             return None, False
         if multi:
             findings.append(_Finding(Violation(
@@ -193,7 +207,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
         parsed = settings.catalog.parse_label(value, settings.label_scheme)
         if parsed.product is None or parsed.mig_profile is not None or (parsed.shared and multi):
             return False
-        return fit_by_product.get(parsed.product, False)
+        return fit_by_product.get(parsed.product, False) and (choice.present is None or value in choice.present)
 
     rank = {f.value: i for i, f in enumerate(choice.fits)}  # catalog order, so re-judging is stable
     ordered = sorted(pinned.values, key=lambda v: (rank.get(v, len(rank)), v))
@@ -210,6 +224,11 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             selection_path), fixable=True))
         return tuple(good), True
     pinned_products = {_product_of(settings, v) for v in bad}
+    if pinned_products <= fit_by_product.keys() and any(fit_by_product[p] for p in pinned_products if p):
+        # the pinned products would hold the model, but the cluster has no room on them
+        findings.append(_Finding(_unavailable(profile, choice, selection_path, inventory, pinned=bad)
+                                 or _does_not_fit(profile, choice, settings, selection_path)))
+        return None, False
     if pinned_products <= fit_by_product.keys():
         # every pinned product belongs to the tier: the model is too big for them, not misplaced
         unfit = [f for o, f in zip(choice.options, choice.fits) if pinned_products & set(o.products)]
@@ -222,6 +241,22 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
         f" (or set annotation {TIER} to a tier that holds those GPUs)",
         selection_path)))
     return None, False
+
+
+def _unavailable(profile: WorkloadProfile, choice: _TierChoice, path: str, inventory: Inventory | None,
+                 pinned: Sequence[str] = ()) -> Violation | None:
+    """The tier (or the pinned products) would hold the model, but no node of the cluster offers
+    it: say what exists instead of admitting a pod that stays Pending forever."""
+    if inventory is None or choice.tier is None or not any(f.fits for f in choice.fits):
+        return None
+    wanted = list(pinned) or [f.value for f in choice.fits if f.fits]
+    return Violation(
+        NOT_IN_CLUSTER,
+        f"{_describe(profile)} needs {profile.gpus_per_pod} GPUs per pod on [{_shown(choice, wanted)}] "
+        f"(tier {choice.tier.name}), but no node of the cluster offers that; the cluster has: "
+        f"{inventory.describe()}. Request fewer GPUs per pod, add such nodes, or choose another tier with "
+        f"annotation {TIER}",
+        path)
 
 
 def _shown(choice: _TierChoice, values: Sequence[str]) -> str:
@@ -330,25 +365,47 @@ def effective_mode(requested: str, template: PodTemplate, settings: Settings, wa
 
 
 def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, *, mode: str,
-           mutate: bool, problems: Sequence[Violation] = ()) -> Decision:
-    """Judge one pod template. ``mutate``: judge it as it will be after the mutating patch."""
+           mutate: bool, problems: Sequence[Violation] = (), inventory: Inventory | None = None) -> Decision:
+    """Judge one pod template. ``mutate``: judge it as it will be after the mutating patch;
+    ``inventory``: the cluster's GPU nodes, when known (offer only what exists, avoid mixed nodes)."""
     warnings: list[str] = []
     findings = [_Finding(p) for p in problems]
     mode = effective_mode(mode, template, settings, warnings)
     if profile.gpus_per_pod <= 0:
         return _finish(mode, None, None, False, findings, warnings, (), mutate)
-    choice = _choose_tier(profile, template, settings, findings)
+    choice = _choose_tier(profile, template, settings, findings, inventory)
     values: tuple[str, ...] | None = None
     patch_needed = False
     if choice.tier is not None:
-        values, patch_needed = _placement(profile, template, settings, choice, findings)
+        values, patch_needed = _placement(profile, template, settings, choice, findings, inventory)
         _node_name(profile, template, findings)
     _parallelism(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
     placement = Placement(settings.label_key, values) if values else None
+    if placement is not None and inventory is not None and _is_multi(profile):
+        placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
+        patch_needed = patch_needed or excluded_now
     group = _group_affinity(profile, template, settings, placement, findings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
                    warnings, choice.fits, mutate and settings.mutate, group)
+
+
+def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Settings, inventory: Inventory,
+                     warnings: list[str]) -> tuple[Placement, bool]:
+    """Mixed or mislabeled nodes carrying one of the placement's values: report them and, unless the
+    policy says only to warn, keep the pod off them by hostname. Returns the placement and whether
+    the pod still needs that exclusion patched in."""
+    bad = inventory.untrusted(placement.values)
+    if not bad:
+        return placement, False
+    names = tuple(n.name for n in bad)
+    reasons = "; ".join(f"{n.name}: {n.anomalies[0]}" for n in bad[:3])
+    if settings.mixed_nodes == "warn":
+        warnings.append(f"multi-GPU pod may land on untrusted GPU nodes ({reasons})")
+        return placement, False
+    warnings.append(f"kept off untrusted GPU nodes ({reasons})")
+    placement = Placement(placement.label_key, placement.values, exclude_nodes=names)
+    return placement, not excludes_everywhere(template.spec, frozenset(names))
 
 
 def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: Settings,

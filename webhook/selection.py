@@ -74,3 +74,29 @@ def pinned_values(spec: Mapping[str, Any], key: str) -> Pinned:
     if from_selector is not None:
         return Pinned(from_selector, via_node_selector=True)
     return Pinned(from_affinity)
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def term_excludes(term: Any, nodes: frozenset[str]) -> bool:
+    """True when a nodeSelectorTerm keeps the pod off every node in ``nodes`` by hostname."""
+    if not nodes:
+        return True
+    if not isinstance(term, Mapping):
+        return False
+    exprs = term.get("matchExpressions")
+    excluded: set[str] = set()
+    for expr in exprs if isinstance(exprs, list) else []:
+        if isinstance(expr, Mapping) and expr.get("key") == HOSTNAME and expr.get("operator") == "NotIn" \
+                and isinstance(expr.get("values"), list):
+            excluded |= {v for v in expr["values"] if isinstance(v, str)}
+    return nodes <= excluded
+
+
+def excludes_everywhere(spec: Mapping[str, Any], nodes: frozenset[str]) -> bool:
+    """True when every required nodeSelectorTerm of the spec keeps the pod off ``nodes``."""
+    if not nodes:
+        return True
+    terms = _terms(spec)
+    return bool(terms) and all(term_excludes(t, nodes) for t in terms)

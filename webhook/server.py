@@ -51,6 +51,10 @@ class ServeOptions:
     timeout: int = 30
     max_body: int = 4 * 1024 * 1024
     reload_interval: float = 1.0
+    inventory: str = "auto"
+    """GPU node inventory: ``auto`` (watch Nodes when an in-cluster or kubeconfig client loads and RBAC
+    allows listing nodes), ``on`` (same, but keep retrying and say so loudly), ``off``."""
+    kubeconfig: str | None = None
 
 
 def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
@@ -69,9 +73,31 @@ def _app_factory(options: ServeOptions, last_good: Settings) -> Any:
     from webhook.live_settings import LiveSettings
 
     live = LiveSettings(options.config, interval=options.reload_interval, fallback=last_good)
-    app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key)
+    watch = _start_node_watch(options, live.current)
+    app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key,
+                     inventory=watch.current if watch is not None else None)
     live.watch_in_background(options.reload_interval)  # after create_app installed the metrics hook
     return app
+
+
+def _start_node_watch(options: ServeOptions, settings: Callable[[], Settings]) -> Any:
+    """Start this worker's node watch (no API call on the request path: reviews read its snapshot)."""
+    if options.inventory == "off":
+        return None
+    import logging
+
+    from webhook.node_watch import NodeWatch, load_client
+
+    log = logging.getLogger("gpu_admission.inventory")
+    try:
+        api = load_client(options.kubeconfig)
+    except Exception as exc:  # noqa: BLE001 - no cluster credentials: run without inventory
+        level = logging.ERROR if options.inventory == "on" else logging.INFO
+        log.log(level, "node inventory off: no Kubernetes credentials (%s)", exc, extra={"event": "inventory_off"})
+        return None
+    watch = NodeWatch(api, settings)
+    watch.start()
+    return watch
 
 
 def _child_exit(_arbiter: Any, worker: Any) -> None:
@@ -83,8 +109,12 @@ def _child_exit(_arbiter: Any, worker: Any) -> None:
 class AdmissionServer(BaseApplication):
     """gunicorn application with its configuration given in code (no gunicorn.conf.py to forget)."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions,
+                 app_factory: Callable[[ServeOptions, Settings], Any] | None = None) -> None:
         self.options = options
+        # which WSGI app each worker loads; only the benchmark's floor app passes another one, so that
+        # it runs under exactly this gunicorn/TLS configuration
+        self.app_factory = app_factory or _app_factory
         # master-side state, inherited by every worker through fork (see the module docstring)
         self.tls = RotatingContext(options.cert, options.key, options.client_ca, interval=options.reload_interval)
         self.last_good = settings_mod.load(options.config)
@@ -129,7 +159,7 @@ class AdmissionServer(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        return _app_factory(self.options, self.last_good)
+        return self.app_factory(self.options, self.last_good)
 
 
 def prepare_metrics_dir() -> Path:

@@ -50,6 +50,8 @@ class Settings:
     overhead_gib: float
     kv_reserve_gib: float
     kv_fraction: float
+    mixed_nodes: str
+    """``exclude``: keep multi-GPU pods off mixed/mislabeled nodes by hostname; ``warn``: only say so."""
     multi_gpu_tier: str
     large_model_tier: str
     small_model_tier: str
@@ -112,6 +114,11 @@ SCHEMA: Mapping[str, Any] = {
                     "products": {"type": "array", "items": _NAME, "minItems": 1, "uniqueItems": True},
                 },
             },
+        },
+        "inventory": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"mixedNodes": {"enum": ["exclude", "warn"]}},
         },
         "products": {
             "type": "array",
@@ -248,6 +255,7 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         overhead_gib=float(sizing["runtimeOverheadGiB"]),
         kv_reserve_gib=float(sizing["kvCacheReserveGiB"]),
         kv_fraction=float(sizing["kvCacheFraction"]),
+        mixed_nodes=doc["inventory"]["mixedNodes"],
         multi_gpu_tier=rules["multiGpuTier"],
         large_model_tier=rules["largeModelTier"],
         small_model_tier=rules["smallModelTier"],

@@ -1,0 +1,291 @@
+"""DRA ResourceClaims and ResourceClaimTemplates: the productName constraint a multi-GPU claim needs,
+judged table-driven, the patch (applies, idempotent, schema-valid against the 1.37 OpenAPI), and the
+admission routes through ``app.test_client()``."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+from flask.testing import FlaskClient
+
+from webhook import dra, engine, settings as settings_mod
+from webhook.app import create_app
+
+V1 = "resource.k8s.io/v1"
+ATTR = dra.PRODUCT_ATTRIBUTE
+GPU_CLASS = "gpu.nvidia.com"
+
+
+def exactly(name: str, count: int | None = None, cls: str = GPU_CLASS, mode: str | None = None,
+            **extra: Any) -> dict[str, Any]:
+    req: dict[str, Any] = {"deviceClassName": cls, **extra}
+    if mode:
+        req["allocationMode"] = mode
+    if count is not None:
+        req["count"] = count
+    return {"name": name, "exactly": req}
+
+
+def first_available(name: str, *subs: tuple[str, int, str]) -> dict[str, Any]:
+    return {"name": name, "firstAvailable": [{"name": n, "deviceClassName": cls, "count": c} for n, c, cls in subs]}
+
+
+def claim(*requests: dict[str, Any], constraints: list[dict[str, Any]] | None = None,
+          api: str = V1) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints is not None:
+        devices["constraints"] = constraints
+    return {"apiVersion": api, "kind": "ResourceClaim", "metadata": {"name": "gpus", "namespace": "ai"},
+            "spec": {"devices": devices}}
+
+
+def template(*requests: dict[str, Any], constraints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    inner = claim(*requests, constraints=constraints)
+    return {"apiVersion": V1, "kind": "ResourceClaimTemplate", "metadata": {"name": "gpus", "namespace": "ai"},
+            "spec": {"spec": inner["spec"]}}
+
+
+def match(*requests: str, attribute: str = ATTR) -> dict[str, Any]:
+    out: dict[str, Any] = {"matchAttribute": attribute}
+    if requests:
+        out["requests"] = list(requests)
+    return out
+
+
+# (id, object, needs the constraint (violation as written), expected GPU request names, expected devices)
+CASES = [
+    ("single-gpu", claim(exactly("gpu")), False, ("gpu",), 1),
+    ("single-gpu-count-1", claim(exactly("gpu", 1)), False, ("gpu",), 1),
+    ("count-2", claim(exactly("gpus", 2)), True, ("gpus",), 2),
+    ("count-8-template", template(exactly("gpus", 8)), True, ("gpus",), 8),
+    ("allocation-mode-all", claim(exactly("gpus", mode="All")), True, ("gpus",), None),
+    ("two-requests-of-one", claim(exactly("a"), exactly("b")), True, ("a", "b"), 2),
+    ("constraint-present", claim(exactly("gpus", 4), constraints=[match("gpus")]), False, ("gpus",), 4),
+    ("constraint-all-requests", claim(exactly("gpus", 4), constraints=[match()]), False, ("gpus",), 4),
+    ("constraint-empty-requests", claim(exactly("gpus", 4), constraints=[{"requests": [], "matchAttribute": ATTR}]),
+     False, ("gpus",), 4),
+    ("constraint-partial", claim(exactly("a", 2), exactly("b", 2), constraints=[match("a")]), True, ("a", "b"), 4),
+    ("constraints-split", claim(exactly("a", 2), exactly("b", 2), constraints=[match("a"), match("b")]),
+     True, ("a", "b"), 4),
+    ("other-attribute", claim(exactly("gpus", 2), constraints=[match("gpus", attribute="gpu.nvidia.com/uuid")]),
+     True, ("gpus",), 2),
+    ("template-constraint-present", template(exactly("gpus", 2), constraints=[match("gpus")]), False, ("gpus",), 2),
+    ("first-available-multi", claim(first_available("gpus", ("big", 4, GPU_CLASS), ("small", 1, GPU_CLASS))),
+     True, ("gpus",), 4),
+    ("first-available-single", claim(first_available("gpus", ("one", 1, GPU_CLASS), ("cpu", 3, "cpu.example.com"))),
+     False, ("gpus",), 1),
+    ("first-available-covered", claim(first_available("gpus", ("big", 4, GPU_CLASS)), constraints=[match("gpus")]),
+     False, ("gpus",), 4),
+    ("non-gpu-class", claim(exactly("nics", 4, cls="nic.example.com")), False, (), 0),
+    ("gpu-plus-nic", claim(exactly("gpu"), exactly("nics", 2, cls="nic.example.com")), False, ("gpu",), 1),
+    ("gpus-plus-nic", claim(exactly("gpus", 2), exactly("nic", cls="nic.example.com")), True, ("gpus",), 2),
+    ("admin-access", claim(exactly("all", mode="All", adminAccess=True)), False, (), 0),
+    ("no-requests", {"apiVersion": V1, "kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {}}, False, (), 0),
+]
+
+
+@pytest.mark.parametrize("obj,needs,names,devices", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("mode", ["enforce", "audit"])
+def test_judged_as_written(obj: dict[str, Any], needs: bool, names: tuple[str, ...], devices: int | None,
+                           mode: str) -> None:
+    result = dra.judge_claim(obj, mode=mode, mutate=False)
+    assert result is not None
+    assert result.gpu_requests == names
+    assert result.gpu_devices == devices
+    assert result.homogeneous is (not needs)
+    assert result.patch == ()
+    if needs:
+        (v,) = result.violations
+        assert v.code == dra.MISSING_CONSTRAINT
+        pointer = "/spec/spec/devices/constraints" if obj["kind"] == "ResourceClaimTemplate" \
+            else "/spec/devices/constraints"
+        assert v.path == pointer
+        assert ATTR in v.message and all(n in v.message for n in names)
+        assert result.allowed is (mode == "audit")
+        assert (result.warnings == (f"{v.code}: {v.message}",)) is (mode == "audit")
+    else:
+        assert result.violations == () and result.warnings == () and result.allowed
+
+
+@pytest.mark.parametrize("obj,needs,names", [c[1:4] for c in CASES], ids=[c[0] for c in CASES])
+def test_patch_applies_is_idempotent_and_schema_valid(obj: dict[str, Any], needs: bool,
+                                                      names: tuple[str, ...]) -> None:
+    original = copy.deepcopy(obj)
+    result = dra.judge_claim(obj, mode="enforce", mutate=True)
+    assert result is not None and obj == original  # pure: the input is not touched
+    assert result.allowed and result.violations == ()
+    if not needs:
+        assert result.patch == ()
+        return
+    patched = jsonpatch.apply_patch(obj, list(result.patch))
+    again = dra.judge_claim(patched, mode="enforce", mutate=True)
+    assert again is not None and again.patch == () and again.homogeneous
+    spec = patched["spec"]["spec"] if obj["kind"] == "ResourceClaimTemplate" else patched["spec"]
+    added = spec["devices"]["constraints"][-1]
+    assert added == {"requests": list(names), "matchAttribute": ATTR}
+    # the user's own constraints are kept, in order
+    assert spec["devices"]["constraints"][:-1] == (original.get("spec", {}).get("spec", original["spec"])
+                                                   if obj["kind"] == "ResourceClaimTemplate"
+                                                   else original["spec"])["devices"].get("constraints", [])
+    kubernetes_validate.validate(patched, "1.37", strict=True)
+    assert json.dumps(result.patch) == json.dumps(dra.judge_claim(obj, mode="enforce", mutate=True).patch)
+
+
+def test_patch_shape_creates_or_appends() -> None:
+    created = dra.judge_claim(claim(exactly("gpus", 2)), mode="enforce", mutate=True)
+    assert created is not None and created.patch == (
+        {"op": "add", "path": "/spec/devices/constraints", "value": [{"requests": ["gpus"], "matchAttribute": ATTR}]},)
+    appended = dra.judge_claim(claim(exactly("gpus", 2), constraints=[{"requests": ["gpus"],
+                                                                        "distinctAttribute": "x.example.com/numa"}]),
+                               mode="enforce", mutate=True)
+    assert appended is not None and appended.patch == (
+        {"op": "add", "path": "/spec/devices/constraints/-", "value": {"requests": ["gpus"], "matchAttribute": ATTR}},)
+
+
+def test_prefix_is_escaped_into_paths() -> None:
+    result = dra.judge_claim(claim(exactly("gpus", 2)), mode="enforce", mutate=True, prefix="/items/a~1b")
+    assert result is not None and result.patch[0]["path"] == "/items/a~1b/spec/devices/constraints"
+
+
+@pytest.mark.parametrize("api", ["resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3",
+                                 "example.com/v1", None])
+def test_unsupported_versions_pass_through(api: str | None) -> None:
+    assert set(dra.UNSUPPORTED_API_VERSIONS).isdisjoint(dra.SUPPORTED_API_VERSIONS)
+    assert dra.judge_claim(claim(exactly("gpus", 8), api=api), mode="enforce", mutate=True) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("obj", [None, [], "x", {"kind": "Pod", "apiVersion": "v1"},
+                                 {"apiVersion": V1, "kind": "DeviceClass", "spec": {}},
+                                 {"apiVersion": V1, "kind": "ResourceClaim", "spec": {"devices": {"requests": "x"}}},
+                                 {"apiVersion": V1, "kind": "ResourceClaim", "spec": {"devices": {"requests": [
+                                     None, {"name": "g", "exactly": {"deviceClassName": GPU_CLASS, "count": "2"}},
+                                     {"exactly": {"deviceClassName": GPU_CLASS, "count": 3}}]}}}])
+def test_odd_objects_never_raise(obj: Any) -> None:
+    result = dra.judge_claim(obj, mode="enforce", mutate=True)
+    assert result is None or result.allowed
+
+
+def test_gpu_classes_are_a_parameter() -> None:
+    obj = claim(exactly("gpus", 2, cls="gpu.amd.com"))
+    default = dra.judge_claim(obj, mode="enforce", mutate=False)
+    assert default is not None and default.allowed
+    amd = dra.judge_claim(obj, mode="enforce", mutate=False, gpu_classes={"gpu.amd.com"})
+    assert amd is not None and not amd.allowed
+
+
+def test_malformed_constraints_are_not_patched() -> None:
+    obj = claim(exactly("gpus", 2))
+    obj["spec"]["devices"]["constraints"] = "nonsense"
+    result = dra.judge_claim(obj, mode="enforce", mutate=True)
+    assert result is not None and result.patch == () and not result.allowed
+
+
+def test_engine_judge_any_routes_claims_and_pods() -> None:
+    s = settings_mod.default()
+    result = engine.judge_any(claim(exactly("gpus", 4)), s)
+    assert isinstance(result, dra.DraResult) and result.patch and result.allowed
+    assert engine.judge_any(claim(exactly("gpus", 4), api="resource.k8s.io/v1beta2"), s) == ()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    assert engine.judge_any(pod, s) == engine.judge(pod, s)
+    public = dra.judge_claim(claim(exactly("gpus", 4)), mode="enforce", mutate=False).public()  # type: ignore[union-attr]
+    assert public["violations"][0]["code"] == dra.MISSING_CONSTRAINT and public["allowed"] is False
+
+
+# ----------------------------------------------------------------------------- through the app
+
+
+def review(obj: Any, *, operation: str = "CREATE", sub_resource: str | None = None) -> dict[str, Any]:
+    kind = obj["kind"]
+    req: dict[str, Any] = {
+        "uid": "uid-dra", "kind": {"group": "resource.k8s.io", "version": "v1", "kind": kind},
+        "resource": {"group": "resource.k8s.io", "version": "v1", "resource": kind.lower() + "s"},
+        "name": obj["metadata"]["name"], "namespace": "ai", "operation": operation,
+        "userInfo": {"username": "alice"}, "object": obj, "oldObject": None, "dryRun": False}
+    if sub_resource:
+        req["subResource"] = sub_resource
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+@pytest.fixture()
+def client() -> FlaskClient:
+    return create_app(settings_mod.default()).test_client()
+
+
+def post(client: FlaskClient, path: str, body: Any) -> dict[str, Any]:
+    resp = client.post(path, json=body)
+    assert resp.status_code == 200
+    return resp.get_json()["response"]
+
+
+@pytest.mark.parametrize("obj", [claim(exactly("gpus", 4)), template(exactly("gpus", 4))], ids=["claim", "template"])
+def test_mutate_adds_the_constraint(client: FlaskClient, obj: dict[str, Any]) -> None:
+    resp = post(client, "/mutate", review(obj))
+    assert resp["allowed"] is True and resp["uid"] == "uid-dra" and resp["patchType"] == "JSONPatch"
+    patched = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(resp["patch"])))
+    kubernetes_validate.validate(patched, "1.37", strict=True)
+    assert ATTR in resp["warnings"][0]
+    # the mutated claim is what /validate then sees: admitted, nothing to say
+    after = post(client, "/validate", review(patched))
+    assert after["allowed"] is True and "warnings" not in after
+    # re-invocation changes nothing
+    again = post(client, "/mutate", review(patched))
+    assert "patch" not in again and "patchType" not in again
+
+
+@pytest.mark.parametrize("obj,operation,sub", [
+    (claim(exactly("gpu")), "CREATE", None),
+    (claim(exactly("gpus", 4), constraints=[match("gpus")]), "CREATE", None),
+    (claim(exactly("gpus", 4)), "UPDATE", None),
+    (claim(exactly("gpus", 4)), "CREATE", "status"),
+    (claim(exactly("gpus", 4), api="resource.k8s.io/v1beta2"), "CREATE", None),
+])
+def test_mutate_leaves_alone(client: FlaskClient, obj: dict[str, Any], operation: str, sub: str | None) -> None:
+    resp = post(client, "/mutate", review(obj, operation=operation, sub_resource=sub))
+    assert resp["allowed"] is True and "patch" not in resp and "patchType" not in resp
+
+
+def test_mutate_off_in_policy() -> None:
+    app = create_app(settings_mod.from_mapping({"mutate": False})).test_client()
+    resp = post(app, "/mutate", review(claim(exactly("gpus", 4))))
+    assert resp["allowed"] is True and "patch" not in resp
+
+
+@pytest.mark.parametrize("obj", [claim(exactly("gpus", 4)), template(exactly("gpus", 2), exactly("more", 2))],
+                         ids=["claim", "template"])
+def test_validate_denies_in_enforce(client: FlaskClient, obj: dict[str, Any]) -> None:
+    resp = post(client, "/validate", review(obj))
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert dra.MISSING_CONSTRAINT in resp["status"]["message"]
+    assert "/devices/constraints" in resp["status"]["message"]
+    assert resp["auditAnnotations"]["violations"] == dra.MISSING_CONSTRAINT
+    assert "patch" not in resp
+
+
+def test_validate_warns_in_audit(client: FlaskClient) -> None:
+    resp = post(client, "/validate/audit", review(claim(exactly("gpus", mode="All"))))
+    assert resp["allowed"] is True and "status" not in resp
+    assert resp["warnings"][0].startswith(dra.MISSING_CONSTRAINT)
+    assert resp["auditAnnotations"]["gpu-devices"] == "all"
+
+
+def test_validate_update_only_warns(client: FlaskClient) -> None:
+    """The spec is immutable: denying a metadata update (a finalizer) would fix nothing."""
+    resp = post(client, "/validate", review(claim(exactly("gpus", 4)), operation="UPDATE"))
+    assert resp["allowed"] is True and resp["warnings"][0].startswith(dra.MISSING_CONSTRAINT)
+
+
+@pytest.mark.parametrize("obj,operation,sub", [
+    (claim(exactly("gpus", 4)), "DELETE", None),
+    (claim(exactly("gpus", 4)), "UPDATE", "status"),
+    (claim(exactly("gpus", 4), api="resource.k8s.io/v1beta1"), "CREATE", None),
+])
+def test_validate_passes_through(client: FlaskClient, obj: dict[str, Any], operation: str, sub: str | None) -> None:
+    resp = post(client, "/validate", review(obj, operation=operation, sub_resource=sub))
+    assert resp["allowed"] is True and "warnings" not in resp and "auditAnnotations" not in resp

@@ -1,0 +1,175 @@
+"""The cluster's GPU pools, read from Node objects (pure: nodes in, index out).
+
+A tier pin is only half the story: a tier whose products no node carries leaves a pod Pending
+forever, and a node with two GPU models (GPU Feature Discovery then writes flipping labels) breaks
+the homogeneity the pin promises. This index answers "which product label values exist, on which
+nodes, with how many GPUs" and "which nodes cannot be trusted", so the policy can offer only what
+exists and keep multi-GPU pods off mixed nodes. The live watch that keeps it current is in
+:mod:`webhook.node_watch`; ``check --inventory`` builds it from a saved ``kubectl get nodes -o yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from webhook.hardware import Catalog
+from webhook.resources import QuantityError, gpu_count
+
+COUNT_LABEL = "nvidia.com/gpu.count"
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+FAMILY_LABEL = "nvidia.com/gpu.family"
+MEMORY_TOLERANCE = 0.08
+"""GFD reports usable MiB (A100 80GB: 81920; H100: 81559): a gap beyond this means another card."""
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """GPU facts of one node."""
+
+    name: str
+    value: str | None
+    """The product label value (``None`` when the node has GPUs but no product label)."""
+    product: str | None
+    """Catalog id of the value, ``None`` when unknown."""
+    capacity: int
+    allocatable: int
+    anomalies: tuple[str, ...] = ()
+
+    @property
+    def trusted(self) -> bool:
+        """A node a multi-GPU pod may use: one known product, labels consistent with capacity."""
+        return not self.anomalies and self.value is not None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Nodes carrying one product label value."""
+
+    value: str
+    product: str | None
+    nodes: tuple[str, ...]
+    max_allocatable: int
+    """Most GPUs one trusted node of the pool offers: the biggest pod the pool can ever take."""
+    allocatable: int
+    """GPUs of the pool's trusted nodes, in total."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Index of GPU nodes by product label value."""
+
+    label_key: str
+    nodes: Mapping[str, NodeGpus] = field(default_factory=dict)
+    resource_version: str | None = None
+
+    def pools(self) -> dict[str, Pool]:
+        grouped: dict[str, list[NodeGpus]] = {}
+        for node in self.nodes.values():
+            if node.value is not None:
+                grouped.setdefault(node.value, []).append(node)
+        out = {}
+        for value, members in sorted(grouped.items()):
+            trusted = [n for n in members if n.trusted]
+            out[value] = Pool(value, members[0].product, tuple(sorted(n.name for n in members)),
+                              max((n.allocatable for n in trusted), default=0),
+                              sum(n.allocatable for n in trusted))
+        return out
+
+    def values_with_room(self, gpus_per_pod: int) -> frozenset[str]:
+        """Label values with at least one trusted node that can hold ``gpus_per_pod`` GPUs."""
+        return frozenset(v for v, pool in self.pools().items() if pool.max_allocatable >= max(gpus_per_pod, 1))
+
+    def untrusted(self, values: Iterable[str] | None = None) -> tuple[NodeGpus, ...]:
+        """Mixed or mislabeled nodes (optionally only those carrying one of ``values``)."""
+        wanted = set(values) if values is not None else None
+        return tuple(sorted((n for n in self.nodes.values() if n.anomalies
+                             and (wanted is None or n.value in wanted)), key=lambda n: n.name))
+
+    def describe(self) -> str:
+        """What exists, for messages: 'NVIDIA-L40S (4 nodes, 8 GPUs max), ...'."""
+        pools = self.pools()
+        if not pools:
+            return "no GPU nodes"
+        return ", ".join(f"{p.value} ({len(p.nodes)} node{'s' if len(p.nodes) != 1 else ''}, "
+                         f"{p.max_allocatable} GPUs max)" for p in pools.values())
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _gpus(resources: Mapping[str, Any], names: Iterable[str]) -> int:
+    total = 0
+    for name in names:
+        if name in resources:
+            try:
+                total += gpu_count(resources[name])
+            except QuantityError:
+                continue
+    return total
+
+
+def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
+    value = labels.get(key)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def node_gpus(node: Mapping[str, Any], *, label_key: str, scheme: str, catalog: Catalog,
+              gpu_resources: Iterable[str]) -> NodeGpus | None:
+    """The GPU facts of one Node object, or None for a node without GPUs."""
+    meta = _mapping(node.get("metadata"))
+    status = _mapping(node.get("status"))
+    labels = {k: v for k, v in _mapping(meta.get("labels")).items() if isinstance(v, str)}
+    names = tuple(gpu_resources)
+    capacity = _gpus(_mapping(status.get("capacity")), names)
+    allocatable = _gpus(_mapping(status.get("allocatable")), names)
+    value = labels.get(label_key)
+    if capacity == 0 and value is None:
+        return None
+    name = meta.get("name") if isinstance(meta.get("name"), str) else "(unnamed)"
+    parsed = catalog.parse_label(value, scheme) if value is not None else None
+    product = parsed.product if parsed else None
+    anomalies: list[str] = []
+    if value is None:
+        anomalies.append(f"has {capacity} GPUs but no {label_key} label")
+    count = _int_label(labels, COUNT_LABEL)
+    if count is not None and count < capacity:
+        anomalies.append(f"{COUNT_LABEL}={count} is less than its {capacity} GPUs: a mixed or mislabeled node")
+    if product is not None:
+        spec = catalog.product(product)
+        memory = _int_label(labels, MEMORY_LABEL)
+        if memory is not None and abs(memory / 1024 - spec.memory_gib) > MEMORY_TOLERANCE * spec.memory_gib:
+            anomalies.append(f"{MEMORY_LABEL}={memory} MiB does not match {value} "
+                             f"({spec.memory_gib * 1024:.0f} MiB): the labels disagree")
+        family = labels.get(FAMILY_LABEL)
+        if family is not None and family != spec.family:
+            anomalies.append(f"{FAMILY_LABEL}={family} does not match {value} ({spec.family}): the labels disagree")
+    if parsed is not None and (parsed.shared or parsed.mig_profile):
+        anomalies.append(f"{label_key}={value} is a shared or MIG-partitioned GPU")
+    return NodeGpus(name, value, product, capacity, allocatable, tuple(anomalies))
+
+
+def from_nodes(nodes: Iterable[Any], *, label_key: str, scheme: str, catalog: Catalog,
+               gpu_resources: Iterable[str], resource_version: str | None = None) -> Inventory:
+    """Index a list of Node objects (dicts as the API returns them)."""
+    names = tuple(gpu_resources)
+    index: dict[str, NodeGpus] = {}
+    for node in nodes:
+        if not isinstance(node, Mapping):
+            continue
+        facts = node_gpus(node, label_key=label_key, scheme=scheme, catalog=catalog, gpu_resources=names)
+        if facts is not None:
+            index[facts.name] = facts
+    return Inventory(label_key, index, resource_version)
+
+
+def node_objects(document: Any) -> list[Any]:
+    """Nodes of a ``kubectl get nodes -o yaml|json`` document (a List or NodeList), or a single Node."""
+    if isinstance(document, Mapping):
+        if document.get("kind") == "Node":
+            return [document]
+        items = document.get("items")
+        if isinstance(items, list):
+            return [i for i in items if isinstance(i, Mapping) and i.get("kind", "Node") == "Node"]
+    return []

@@ -1,0 +1,112 @@
+"""``gpu-admission inventory``: the GPU pools, tiers, free GPUs and anomalies of a live cluster,
+and the loader behind ``check --inventory NODES.yaml`` (a saved ``kubectl get nodes -o yaml``).
+
+I/O lives here, at the edge: listing Nodes and Pods through the ``kubernetes`` client. The index
+itself is :mod:`webhook.inventory` (pure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Mapping, TextIO
+
+from webhook import sources
+from webhook.inventory import Inventory, from_nodes, node_objects
+from webhook.resources import pod_gpus
+from webhook.settings import Settings, SettingsError, load as load_settings
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def load_file(path: str, settings: Settings) -> Inventory:
+    """An inventory from a ``kubectl get nodes -o yaml|json`` file; raises ``sources.InputError``."""
+    nodes = [n for doc in sources.load([path]) for n in node_objects(doc.obj)]
+    if not nodes:
+        raise sources.InputError(f"{path}: no Node objects (save one with: kubectl get nodes -o yaml > {path})")
+    return build(nodes, settings)
+
+
+def build(nodes: list[Any], settings: Settings, resource_version: str | None = None) -> Inventory:
+    return from_nodes(nodes, label_key=settings.label_key, scheme=settings.label_scheme, catalog=settings.catalog,
+                      gpu_resources=settings.gpu_resources, resource_version=resource_version)
+
+
+def used_gpus(pods: list[Mapping[str, Any]], gpu_resources: tuple[str, ...]) -> dict[str, int]:
+    """GPUs requested by the pods bound to each node (finished pods hold none)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in ("Succeeded", "Failed"):
+            continue
+        used[node] = used.get(node, 0) + pod_gpus(spec, "/spec", gpu_resources).gpus
+    return used
+
+
+def summary(inventory: Inventory, settings: Settings, used: Mapping[str, int]) -> dict[str, Any]:
+    """The JSON shape of ``inventory --output json``."""
+    tier_of = {p: t.name for t in settings.tiers for p in t.products}
+    pools = []
+    for pool in inventory.pools().values():
+        members = [inventory.nodes[n] for n in pool.nodes]
+        trusted = [n for n in members if n.trusted]
+        pools.append({
+            "value": pool.value,
+            "product": pool.product,
+            "tier": tier_of.get(pool.product or "", None),
+            "nodes": list(pool.nodes),
+            "gpus": sum(n.capacity for n in members),
+            "allocatable": pool.allocatable,
+            "free": sum(max(n.allocatable - used.get(n.name, 0), 0) for n in trusted),
+            "max_per_node": pool.max_allocatable,
+        })
+    anomalies = [{"node": n.name, "value": n.value, "anomalies": list(n.anomalies)} for n in inventory.untrusted()]
+    return {"label_key": inventory.label_key, "pools": pools, "anomalies": anomalies}
+
+
+def render_text(data: Mapping[str, Any]) -> str:
+    lines = [f"GPU pools by {data['label_key']}:"]
+    lines.append(f"  {'value':<34} {'tier':<11} {'nodes':>5} {'GPUs':>5} {'free':>5} {'max/node':>8}")
+    for p in data["pools"]:
+        lines.append(f"  {p['value']:<34} {p['tier'] or '-':<11} {len(p['nodes']):>5} {p['gpus']:>5} "
+                     f"{p['free']:>5} {p['max_per_node']:>8}")
+    if not data["pools"]:
+        lines.append("  (no GPU nodes)")
+    if data["anomalies"]:
+        lines.append("Untrusted nodes (kept away from multi-GPU pods):")
+        for a in data["anomalies"]:
+            lines.append(f"  {a['node']}: {'; '.join(a['anomalies'])}")
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="FILE", default=None,
+                        help="kubeconfig of the cluster (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--output", choices=("text", "json"), default="text", help="report format")
+    parser.add_argument("--config", metavar="FILE", help="policy file (label key, tiers; default: embedded)")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as exc:
+        print(f"gpu-admission inventory: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        from kubernetes.client import ApiClient
+
+        from webhook.node_watch import list_nodes, load_client
+
+        api = load_client(args.kubeconfig)
+        nodes, rv = list_nodes(api)
+        serialise = ApiClient().sanitize_for_serialization
+        pods = [serialise(p) for p in api.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded").items]
+    except Exception as exc:  # noqa: BLE001 - credentials, RBAC, network: one clear line, exit 2
+        print(f"gpu-admission inventory: cannot read the cluster: {type(exc).__name__}: {str(exc)[:300]}", file=err)
+        return EXIT_USAGE
+    inventory = build(nodes, settings, rv)
+    data = summary(inventory, settings, used_gpus(pods, settings.gpu_resources))
+    out.write(json.dumps(data, indent=2) + "\n" if args.output == "json" else render_text(data))
+    return EXIT_OK

@@ -1,0 +1,162 @@
+"""Keep the GPU inventory current with a watch on Nodes (the only I/O the inventory needs).
+
+list + watch from the list's resourceVersion, reconnect with exponential backoff, relist on
+``410 Gone`` (the watch fell behind etcd's compaction). The index is rebuilt off the request path
+and swapped atomically, so a review never waits for the API: it reads the last snapshot, or none
+while the first list is still running (then decisions simply do not filter by inventory).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from webhook.inventory import Inventory, from_nodes
+from webhook.settings import Settings
+
+log = logging.getLogger("gpu_admission.inventory")
+
+MAX_BACKOFF = 30.0
+WATCH_TIMEOUT = 300
+"""Seconds a single watch request lasts before it is renewed (the server may end it sooner)."""
+
+
+class Forbidden(Exception):
+    """RBAC does not allow listing nodes: the inventory stays off."""
+
+
+def load_client(kubeconfig: str | None = None) -> Any:
+    """A CoreV1Api from the in-cluster service account, else the kubeconfig (``None`` = default)."""
+    from kubernetes import client, config
+
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config()
+            return client.CoreV1Api()
+        except config.ConfigException:
+            pass
+    config.load_kube_config(config_file=kubeconfig)
+    return client.CoreV1Api()
+
+
+def list_nodes(api: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """All Node objects as plain dicts (as the API serialises them), and the list's resourceVersion."""
+    from kubernetes.client import ApiClient
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        result = api.list_node()
+    except ApiException as exc:
+        if exc.status == 403:
+            raise Forbidden(str(exc.reason)) from exc
+        raise
+    serialise = ApiClient().sanitize_for_serialization
+    return [serialise(n) for n in result.items], result.metadata.resource_version
+
+
+class NodeWatch:
+    """Background list+watch of Nodes feeding an :class:`Inventory` snapshot."""
+
+    def __init__(self, api: Any, settings: Callable[[], Settings], *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._api = api
+        self._settings = settings
+        self._sleep = sleep
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._snapshot: Inventory | None = None
+        self.synced = threading.Event()
+        self.stopped = threading.Event()
+        self.relists = 0
+
+    def current(self) -> Inventory | None:
+        """The last snapshot (re-indexed if the policy's label key changed since)."""
+        snap = self._snapshot
+        s = self._settings()
+        if snap is not None and snap.label_key != s.label_key:
+            snap = self._rebuild(snap.resource_version)
+        return snap
+
+    def _rebuild(self, resource_version: str | None) -> Inventory:
+        s = self._settings()
+        snap = from_nodes(list(self._nodes.values()), label_key=s.label_key, scheme=s.label_scheme,
+                          catalog=s.catalog, gpu_resources=s.gpu_resources, resource_version=resource_version)
+        self._snapshot = snap
+        return snap
+
+    def relist(self) -> str | None:
+        nodes, rv = list_nodes(self._api)
+        self._nodes = {n["metadata"]["name"]: n for n in nodes if isinstance(n.get("metadata"), dict)}
+        self._rebuild(rv)
+        self.relists += 1
+        self.synced.set()
+        log.info("node inventory listed: %s", self._snapshot.describe() if self._snapshot else "-",
+                 extra={"event": "inventory_list", "nodes": len(self._nodes)})
+        return rv
+
+    def apply_event(self, kind: str, node: dict[str, Any]) -> str | None:
+        """Fold one watch event into the index; returns the event's resourceVersion."""
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        rv = meta.get("resourceVersion")
+        if kind == "BOOKMARK":
+            return rv
+        name = meta.get("name")
+        if kind == "DELETED":
+            self._nodes.pop(name, None)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._nodes[name] = node
+        self._rebuild(rv)
+        return rv
+
+    def _watch_once(self, rv: str | None) -> str | None:
+        from kubernetes import watch
+
+        w = watch.Watch()
+        stream = w.stream(self._api.list_node, resource_version=rv, timeout_seconds=WATCH_TIMEOUT,
+                          allow_watch_bookmarks=True, _request_timeout=WATCH_TIMEOUT + 30)
+        for event in stream:
+            if self.stopped.is_set():
+                w.stop()
+                break
+            raw = event.get("raw_object") or {}
+            rv = self.apply_event(event.get("type", ""), raw) or rv
+        return rv
+
+    def run(self) -> None:
+        """List, then watch forever; relist on 410 Gone, back off on errors. Stops on Forbidden."""
+        from kubernetes.client.exceptions import ApiException
+
+        backoff = 1.0
+        rv: str | None = None
+        while not self.stopped.is_set():
+            try:
+                if rv is None:
+                    rv = self.relist()
+                rv = self._watch_once(rv)
+                backoff = 1.0
+            except Forbidden as exc:
+                log.warning("node inventory off: RBAC does not allow listing nodes (%s)", exc,
+                            extra={"event": "inventory_off"})
+                return
+            except ApiException as exc:
+                if exc.status == 410:
+                    rv = None  # compacted: start again from a fresh list
+                    continue
+                log.warning("node watch failed (%s %s); retrying in %.0f s", exc.status, exc.reason, backoff,
+                            extra={"event": "inventory_retry"})
+                rv = None
+                self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+            except Exception as exc:  # noqa: BLE001 - network errors of every kind: retry
+                log.warning("node watch error (%s); retrying in %.0f s", type(exc).__name__, backoff,
+                            extra={"event": "inventory_retry"})
+                rv = None
+                self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="gpu-admission-node-watch", daemon=True)
+        thread.start()
+        return thread
