@@ -218,3 +218,26 @@ def test_python_dash_m_and_stdin_pipe(files: dict[str, Path]) -> None:
     assert json.loads(out)["summary"]["denied"] == 1
 
 
+
+
+CLAIM = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: four-gpus, namespace: ai}
+spec:
+  devices:
+    requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 4}
+"""
+
+
+def test_check_judges_dra_claims(tmp_path: Path) -> None:
+    f = tmp_path / "claim.yaml"
+    f.write_text(CLAIM)
+    code, out, _ = run("check", str(f), "--output", "json")
+    assert code == 0
+    (r,) = json.loads(out)["results"]
+    assert r["kind"] == "ResourceClaim" and r["patch"] and r["patch"][0]["path"].startswith("/spec/devices")
+    code, out, _ = run("check", str(f), "--no-mutate")
+    assert code == 1 and "dra-missing-product-constraint" in out

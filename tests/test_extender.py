@@ -244,7 +244,8 @@ def test_scheduler_config_snippet() -> None:
     assert not (CONFIG.parent / "kustomization.yaml").exists()
     assert (CONFIG.parent / "README.md").exists()
     for kustomization in (ROOT / "manifests").rglob("kustomization.yaml"):
-        assert "scheduler" not in kustomization.read_text()
+        text = kustomization.read_text()
+        assert "kube-scheduler-config" not in text and "scheduler/" not in text, kustomization
 
 
 def test_scheduler_config_url_matches_the_routes(client: FlaskClient) -> None:

@@ -50,7 +50,7 @@ CRD_GROUPS = ("cert-manager.io/",)
 def test_the_layout_is_what_the_readme_documents() -> None:
     assert KUSTOMIZATIONS == [".", "base", "overlays/cert-manager", "overlays/cert-manager-audit",
                               "overlays/generated-certs", "overlays/generated-certs-audit"]
-    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/fail-open"]
+    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/fail-open"]
 
 
 @pytest.fixture(scope="module")

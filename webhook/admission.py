@@ -19,7 +19,7 @@ from webhook.engine import TemplateResult
 from webhook.inventory import Inventory
 from webhook.review import Request
 from webhook.settings import Settings
-from webhook.workloads import WORKLOAD_KINDS, documents
+from webhook.workloads import WORKLOAD_KINDS
 
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
@@ -43,10 +43,10 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
 
 def _results(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
              inventory: Inventory | None) -> list[TemplateResult]:
-    results: list[TemplateResult] = []
-    for pointer, obj in documents(req.obj):
-        results.extend(engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer, inventory=inventory))
-    return results
+    # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
+    # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
+    # single review carry thousands of pods and blow the admission deadline
+    return list(engine.judge(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory))
 
 
 def _subject(req: Request) -> str:

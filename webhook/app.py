@@ -23,6 +23,7 @@ from webhook.filewatch import stat_signature
 from webhook.inventory import Inventory
 from webhook.live_settings import LiveSettings
 from webhook.metrics import Metrics
+from webhook.redaction import redact
 from webhook.review import ReviewError
 from webhook.settings import MODES, Settings, default as default_settings
 
@@ -97,7 +98,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
             req = review.parse(body, request.content_type)
         except ReviewError as exc:
             m.errors.labels(status=str(exc.status)).inc()
-            return _json({"error": exc.message}, exc.status)
+            return _json({"error": redact(exc.message)}, exc.status)
         try:
             outcome = decide(req, live.current())
         except Exception as exc:  # noqa: BLE001 - the contract: a 500 with a message, never a dropped connection

@@ -144,7 +144,8 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
-            for result in engine.judge(obj, settings, mode=mode, mutate=mutate, prefix=pointer, inventory=inventory):
+            for result in engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
+                                           inventory=inventory):
                 rows.append(report.Row(doc.source, obj, pointer, result))
     return rows
 

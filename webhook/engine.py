@@ -27,6 +27,10 @@ class TemplateResult:
     """RFC 6902 ops relative to the document that was judged (empty when nothing changes)."""
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _metadata(obj: Any) -> Mapping[str, Any]:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     return meta if isinstance(meta, Mapping) else {}
@@ -58,14 +62,30 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
 
 
 def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-              prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...] | dra.DraResult:
-    """:func:`judge` for objects with pod templates, :func:`webhook.dra.judge_claim` for
-    ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates (same defaults from the policy).
-    Other DRA versions are not judged and give ``()`` like any kind without pod templates."""
+              prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...]:
+    """:func:`judge`, plus ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates judged by
+    :func:`webhook.dra.judge_claim` (same defaults from the policy) and returned in the same shape,
+    one result each, so a front door that reports TemplateResults needs no other change. Other DRA
+    versions are not judged and give ``()`` like any kind without pod templates."""
     claim = dra.judge_claim(obj, mode=mode or settings.mode, mutate=settings.mutate if mutate is None else mutate,
                             prefix=prefix)
-    return claim if claim is not None else judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix,
-                                                 inventory=inventory)
+    if claim is None:
+        return judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix, inventory=inventory)
+    return (claim_result(claim, obj, prefix),)
+
+
+def claim_result(claim: dra.DraResult, obj: Any, prefix: str = "") -> TemplateResult:
+    """A DRA verdict as a TemplateResult: the claim stands in for the template (no pod spec), its GPU
+    devices for the GPUs per pod (0 when it takes ``All`` matching devices), no tier or placement."""
+    meta = _metadata(obj)
+    template = PodTemplate(prefix, meta, {}, kind=claim.kind,
+                           labels={k: v for k, v in _mapping(meta.get("labels")).items() if isinstance(v, str)},
+                           annotations={k: v for k, v in _mapping(meta.get("annotations")).items()
+                                        if isinstance(v, str)})
+    profile = WorkloadProfile(gpus_per_pod=claim.gpu_devices or 0, kind=claim.kind)
+    decision = Decision(allowed=claim.allowed, mode=claim.mode, tier=None, placement=None,
+                        violations=claim.violations, warnings=claim.warnings)
+    return TemplateResult(template, profile, decision, claim.patch)
 
 
 def object_identity(obj: Any) -> dict[str, JSON]:

@@ -41,21 +41,40 @@ def _annotation_path(template: PodTemplate, key: str) -> str:
     return join(template.pointer, "metadata", "annotations", key)
 
 
-def _launch(spec: Mapping[str, Any], by_container: Mapping[str, int]) -> tuple[LaunchSpec | None, str | None]:
-    """The launcher of the pod: prefer a container that requests GPUs, else the first one found."""
+MAX_CONTAINERS = 64
+"""Containers read for a launcher per pod, those requesting GPUs first. The API server sets no
+limit and reading one costs up to ~0.1 ms, so a 4 MiB pod of tiny containers would otherwise outlast
+the admission deadline; GPUs are still counted in every container (``resources.pod_gpus``)."""
+
+
+def _container_gpus(container: Any, i: int, by_container: Mapping[str, int]) -> int:
+    name = container.get("name") if isinstance(container, Mapping) else None
+    return by_container.get(name if isinstance(name, str) else f"containers[{i}]", 0)
+
+
+def _launch(spec: Mapping[str, Any], by_container: Mapping[str, int]) -> tuple[LaunchSpec | None, str | None,
+                                                                                  tuple[str, ...]]:
+    """The launcher of the pod: prefer a container that requests GPUs, else the first one found.
+    Also returns notes (containers left unread)."""
     containers = spec.get("containers")
+    listed = list(enumerate(containers)) if isinstance(containers, list) else []
+    notes: tuple[str, ...] = ()
+    if len(listed) > MAX_CONTAINERS:
+        # GPU containers first, each group in pod order (a stable sort), so none can hide behind others
+        listed = sorted(listed, key=lambda ic: _container_gpus(ic[1], ic[0], by_container) <= 0)[:MAX_CONTAINERS]
+        notes = (f"pod has {len(containers)} containers: only {MAX_CONTAINERS} (GPU containers first) "
+                 f"were read for a launcher",)
     found: list[tuple[int, LaunchSpec, str | None]] = []
-    for i, container in enumerate(containers if isinstance(containers, list) else []):
+    for i, container in listed:
         launch = launchers.parse_container(container)
         if launch is None:
             continue
         name = container.get("name") if isinstance(container, Mapping) else None
-        gpus = by_container.get(name if isinstance(name, str) else f"containers[{i}]", 0)
-        found.append((gpus, launch, name if isinstance(name, str) else None))
+        found.append((_container_gpus(container, i, by_container), launch, name if isinstance(name, str) else None))
     if not found:
-        return None, None
+        return None, None, notes
     best = max(found, key=lambda item: item[0] > 0)  # first GPU container, else first launcher
-    return best[1], best[2]
+    return best[1], best[2], notes
 
 
 def _model_info(template: PodTemplate, model: str | None, problems: list[Violation]) -> ModelInfo | None:
@@ -131,7 +150,7 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     problems: list[Violation] = []
     gpu_req = pod_gpus(template.spec, join(template.pointer, "spec"), gpu_resources)
     problems.extend(gpu_req.problems)
-    launch, container = _launch(template.spec, gpu_req.by_container or {})
+    launch, container, cut = _launch(template.spec, gpu_req.by_container or {})
     inherited = launch is None and leader is not None and leader.model is not None
 
     model = template.annotations.get(MODEL) or (launch.model if launch else None)
@@ -190,7 +209,7 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         tp_declared=tp_declared,
         gpus_used=gpus_used,
         hidden=tuple(launch.hidden) if launch else (),
-        notes=tuple(launch.notes) if launch else (),
+        notes=(tuple(launch.notes) if launch else ()) + cut,
         tier_override=template.annotations.get(TIER),
         container=container,
     )

@@ -1,7 +1,8 @@
 """Structured JSON logs: one JSON object per line, extra fields included.
 
 Decision lines carry uid, namespace, name, kind, operation, mode, allowed, codes, tier and latency,
-never the object: pods carry tokens in their env, and a log line is forever.
+never the object: pods carry tokens in their env, and a log line is forever. Every line passes
+through ``webhook.redaction.redact`` as well.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import logging
 import sys
 import time
+
+from webhook.redaction import redact
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 
@@ -29,7 +32,8 @@ class JsonFormatter(logging.Formatter):
                 out[key] = value
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, separators=(",", ":"))
+        # the last filter: nothing credential-shaped reaches a log line, whatever a message quoted
+        return redact(json.dumps(out, default=str, separators=(",", ":")))
 
 
 def configure(level: str = "info") -> None:

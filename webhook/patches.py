@@ -12,10 +12,7 @@ Rules the patch obeys (each one learned from webhooks that got it wrong):
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Mapping
-
-import jsonpatch
 
 from webhook.domain import JSON, GroupAffinity, Placement
 from webhook.selection import HOSTNAME, term_excludes, term_values
@@ -49,10 +46,15 @@ def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement |
     the rest of its group. Returns ``[]`` when nothing needs to change."""
     ops = node_affinity_ops(template_pointer, spec, placement) if placement is not None else []
     if group is not None:
+        # the pod affinity goes into the spec as the node affinity ops leave it. Those ops change
+        # nothing outside spec.affinity.nodeAffinity except, when spec.affinity is absent or not an
+        # object, spec.affinity itself, so that one key is all the pod affinity ops need to see
+        # (no deep copy of the whole spec: a hostile, deeply nested spec must not hit the recursion limit)
         current = spec
-        if ops:  # the pod affinity goes into the spec as the node affinity ops leave it
-            current = jsonpatch.apply_patch({"spec": copy.deepcopy(dict(spec))},
-                                            [dict(op, path=op["path"][len(template_pointer):]) for op in ops])["spec"]
+        whole_affinity = join(template_pointer, "spec", "affinity")
+        for op in ops:
+            if op["path"] == whole_affinity:
+                current = {**spec, "affinity": op["value"]}
         ops += pod_affinity_ops(template_pointer, current, group)
     return ops
 

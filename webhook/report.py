@@ -96,7 +96,8 @@ def render_text(rows: Sequence[Row]) -> str:
             if not _is_violation_echo(w, d):  # audit echoes violations as warnings; shown above
                 lines.append(f"      warning: {w}")
         if row.result.patch:
-            lines.append(f"      patch: {len(row.result.patch)} op(s) pin {d.placement.label_key if d.placement else ''}")
+            what = f" pin {d.placement.label_key}" if d.placement else ""
+            lines.append(f"      patch: {len(row.result.patch)} op(s){what}")
     s = summary(rows)
     lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned")
     return "\n".join(lines) + "\n"

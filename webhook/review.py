@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from webhook.domain import JSON
+from webhook.redaction import redact, secret_values
+from webhook.workloads import pod_templates
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -147,18 +149,28 @@ def respond(
     warnings: Sequence[str] = (),
     audit_annotations: Mapping[str, str] | None = None,
 ) -> dict[str, JSON]:
-    """The complete AdmissionReview response: the ONE place a reply is built."""
+    """The complete AdmissionReview response: the ONE place a reply is built. Every text in it that
+    leaves the cluster's objects (message, warnings, audit annotations) passes through
+    :func:`webhook.redaction.redact`, with the secret env values of the object under review."""
     response: dict[str, JSON] = {"uid": req.uid if req is not None else (uid or ""), "allowed": allowed}
+    secrets: tuple[str, ...] | None = None
+
+    def clean(text: str) -> str:
+        nonlocal secrets
+        if secrets is None:
+            secrets = secret_values(t.spec for t in pod_templates(req.obj)) if req is not None else ()
+        return redact(text, secrets)
+
     if not allowed:
-        response["status"] = {"code": code, "message": message or "denied by gpu-admission", "reason": "Forbidden"
-                              if code == 403 else "Invalid"}
+        response["status"] = {"code": code, "message": clean(message or "denied by gpu-admission"),
+                              "reason": "Forbidden" if code == 403 else "Invalid"}
     if patch:
         response["patchType"] = "JSONPatch"
         raw = json.dumps(list(patch), separators=(",", ":"), sort_keys=False).encode()
         response["patch"] = base64.b64encode(raw).decode("ascii")
-    capped = cap_warnings(warnings)
+    capped = cap_warnings(clean(w) for w in warnings if isinstance(w, str))
     if capped:
         response["warnings"] = capped
     if audit_annotations:
-        response["auditAnnotations"] = {k: v[:1024] for k, v in audit_annotations.items()}
+        response["auditAnnotations"] = {k: clean(v)[:1024] for k, v in audit_annotations.items()}
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
