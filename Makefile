@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 BIND   ?= 127.0.0.1:8443
 
-.PHONY: run test check certs manifests clean help
+.PHONY: run test check certs manifests cluster clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,6 +32,16 @@ run: $(STAMP) certs/tls.crt  ## start the admission server on https://127.0.0.1:
 
 check: $(STAMP)  ## judge the bundled examples offline, as CI would
 	$(BIN)/gpu-admission check examples/
+
+.PHONY: bench
+bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for a smoke run): bench/results/, BENCHMARKS.md
+	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
+	command -v hyperfine >/dev/null || (apt-get update && apt-get install -y hyperfine) || true
+	$(BIN)/pip install --quiet -r bench/requirements.txt
+	$(BIN)/python -m bench.run
+
+cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
+	$(BIN)/python tests/e2e/cluster.py
 
 test: $(STAMP)  ## run the whole test suite
 	$(BIN)/python -m pytest

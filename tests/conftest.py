@@ -8,22 +8,26 @@ installs it otherwise (the fresh-machine path, hence the long timeouts):
 
 from __future__ import annotations
 
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, settings
 
 from webhook import certs, install
+
+ROOT = Path(__file__).resolve().parent.parent
+# the control-plane library (tests/e2e/control_plane.py) is shared with `make cluster`, which runs
+# it as a script; tests/ has no packages, so make it importable here as pytest does for e2e/
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from control_plane import ManifestTree  # noqa: E402
 
 # Property tests assert behaviour, not speed: a per-example deadline only makes them flaky on a
 # loaded 2-core CI machine (speed is measured in bench/).
 settings.register_profile("gpu-admission", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("gpu-admission")
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILD_TIMEOUT = 3600
 """Seconds: building kube-apiserver, kubectl and etcd from source on a 2-core machine."""
 
@@ -54,40 +58,11 @@ def checkov_bin() -> Path:
     return _script_bin_dir(ROOT / "tests/tools/install-checkov.sh", 1800)
 
 
-class ManifestTree:
-    """A copy of manifests/ whose generated-certs overlay has been filled in as `make manifests`
-    does, with a pair for the Service name and for 127.0.0.1 (so e2e can serve it locally)."""
-
-    def __init__(self, root: Path, certs_dir: Path, kubectl: Path) -> None:
-        self.root, self.certs_dir, self.kubectl = root, certs_dir, kubectl
-
-    def render(self, rel: str) -> list[dict]:
-        """`kubectl kustomize` of one kustomization directory (relative to manifests/)."""
-        done = subprocess.run([str(self.kubectl), "kustomize", str(self.root / rel)],
-                              capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            pytest.fail(f"kubectl kustomize manifests/{rel} failed:\n{done.stderr}")
-        return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-    def with_components(self, *components: str, base: str = "base") -> str:
-        """A throwaway overlay of `base` with the given components; returns its relative path."""
-        name = "_test-" + "-".join(Path(c).name for c in components) + "-on-" + Path(base).name
-        overlay = self.root / "overlays" / name
-        overlay.mkdir(parents=True, exist_ok=True)
-        lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization",
-                 "resources:", f"  - ../../{base}", "components:",
-                 *[f"  - ../../{c}" for c in components]]
-        (overlay / "kustomization.yaml").write_text("\n".join(lines) + "\n")
-        return f"overlays/{name}"
-
-
 @pytest.fixture(scope="session")
 def manifest_tree(tmp_path_factory: pytest.TempPathFactory, kubectl: Path) -> ManifestTree:
+    """A copy of manifests/ whose generated-certs overlay holds a pair for the Service name and for
+    127.0.0.1 (so e2e can serve it locally), as `make manifests` fills it in."""
     work = tmp_path_factory.mktemp("manifests")
-    root = work / "manifests"
-    shutil.copytree(ROOT / "manifests", root,
-                    ignore=shutil.ignore_patterns("*.crt", "*.key", "_test-*"))
     certs_dir = work / "certs"
     certs.write(certs.issue(service=install.SERVICE, namespace=install.NAMESPACE, ips=["127.0.0.1"]), certs_dir)
-    install.write_overlay_tls(certs_dir, root / "overlays/generated-certs")
-    return ManifestTree(root, certs_dir, kubectl)
+    return ManifestTree.prepare(work, certs_dir, kubectl)

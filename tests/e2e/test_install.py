@@ -14,119 +14,30 @@
 
 from __future__ import annotations
 
-import copy
-import http.client
 import json
-import os
-import ssl
 import subprocess
-import sys
 import time
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from control_plane import ControlPlane, free_port, stop
+from control_plane import ControlPlane, Installed, Webhook
+from objects import GPU, cronjob, deployment, lws_object, product_affinity, vllm_pod
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = "overlays/generated-certs"
-GPU = "nvidia.com/gpu"
 
-
-# --- the webhook, installed from the manifests ----------------------------------------------------
-
-class Webhook:
-    def __init__(self, port: int, ca: Path) -> None:
-        self.port, self.ca = port, ca
-
-    def get(self, path: str) -> tuple[int, str]:
-        ctx = ssl.create_default_context(cafile=str(self.ca))
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=5)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode()
-        finally:
-            conn.close()
-
-    def requests_total(self) -> float:
-        _, text = self.get("/metrics")
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("gpu_admission_requests_total{"))
-
-    @contextmanager
-    def counting(self) -> Iterator[list[float]]:
-        """Yields a list that holds, after the block, how many reviews the webhook answered in it."""
-        delta: list[float] = []
-        before = self.requests_total()
-        yield delta
-        delta.append(self.requests_total() - before)
-
-
-def local_client_config(docs: list[dict], port: int) -> list[dict]:
-    """The rendered webhook configurations, with the Service reference replaced by a loopback URL."""
-    out = []
-    for doc in docs:
-        if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            continue
-        doc = copy.deepcopy(doc)
-        for w in doc["webhooks"]:
-            service = w["clientConfig"].pop("service")
-            assert service["port"] == 443
-            w["clientConfig"]["url"] = f"https://127.0.0.1:{port}{service['path']}"
-        out.append(doc)
-    return out
-
+# --- the webhook, installed from the manifests (conftest.installed) ------------------------------
 
 @pytest.fixture(scope="module")
-def installed(control_plane: ControlPlane, manifest_tree, tmp_path_factory) -> Iterator[tuple[ControlPlane, Webhook, list[dict]]]:
-    docs = manifest_tree.render(OVERLAY)
-    work = tmp_path_factory.mktemp("webhook")
-    deploy = next(d for d in docs if d["kind"] == "Deployment")
-    container = deploy["spec"]["template"]["spec"]["containers"][0]
-    policy = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"]
-    (work / "policy.yaml").write_text(policy)
-    port = free_port()
-    paths = {"/etc/gpu-admission/policy.yaml": str(work / "policy.yaml"),
-             "/etc/gpu-admission/tls/tls.crt": str(manifest_tree.certs_dir / "tls.crt"),
-             "/etc/gpu-admission/tls/tls.key": str(manifest_tree.certs_dir / "tls.key"),
-             "0.0.0.0:8443": f"127.0.0.1:{port}"}
-    argv = [str(Path(sys.executable).parent / container["command"][0]),
-            *container["command"][1:], *(paths.get(a, a) for a in container["args"])]
-    assert all(a not in argv for a in paths), "the Deployment's args changed: update this mapping"
-    env = dict(os.environ, **{e["name"]: e["value"] for e in container["env"]})
-    env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "metrics")
-    env["TMPDIR"] = str(work)
-    log = work / "server.log"
-    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    hook = Webhook(port, manifest_tree.certs_dir / "ca.crt")
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"gpu-admission serve exited with {server.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                if hook.get("/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"gpu-admission serve not ready:\n{log.read_text()[-4000:]}")
-            time.sleep(0.2)
-        cp = control_plane
-        cp.apply([d for d in docs if d["kind"] == "Namespace"])
-        cp.apply(local_client_config(docs, port))
-        for name, labels in (("e2e-enforce", {}), ("e2e-audit", {"gpu-admission.io/mode": "audit"}),
-                             ("e2e-off", {"gpu-admission.io/mode": "off"})):
-            cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}])
-        cp.apply([LWS_CRD])
-        _wait_until_registered(cp, hook)
-        yield cp, hook, docs
-    finally:
-        stop(server)
+def installed(installed: Installed) -> tuple[ControlPlane, Webhook, list[dict]]:
+    """The session's installation, plus this module's namespaces and a stand-in LeaderWorkerSet CRD."""
+    cp = installed.cp
+    for name, labels in (("e2e-enforce", {}), ("e2e-audit", {"gpu-admission.io/mode": "audit"}),
+                         ("e2e-off", {"gpu-admission.io/mode": "off"})):
+        cp.namespace(name, labels)
+    cp.apply([LWS_CRD])
+    _wait_until_registered(cp, installed.hook)
+    return cp, installed.hook, installed.docs
 
 
 def _wait_until_registered(cp: ControlPlane, hook: Webhook) -> None:
@@ -146,58 +57,6 @@ def _wait_until_registered(cp: ControlPlane, hook: Webhook) -> None:
 
 # --- objects --------------------------------------------------------------------------------------
 
-def vllm_container(gpus: int | None = 4, *, key: str = "limits") -> dict:
-    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
-                 "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]}
-    if gpus is not None:
-        container["resources"] = {key: {GPU: str(gpus)}}
-    return container
-
-
-def pod_spec(*, gpus: int | None = 4, pin: str | None = None, init_gpus: int | None = None) -> dict:
-    spec: dict = {"containers": [vllm_container(gpus)]}
-    if pin:
-        spec["nodeSelector"] = {"nvidia.com/gpu.product": pin}
-    if init_gpus is not None:
-        spec["initContainers"] = [{"name": "warmup", "image": "busybox:1.36", "command": ["true"],
-                                   "resources": {"limits": {GPU: str(init_gpus)}}}]
-    return spec
-
-
-def vllm_pod(name: str, namespace: str, **kw) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": pod_spec(**kw)}
-
-
-def template(**kw) -> dict:
-    return {"metadata": {"labels": {"app": "llm"}}, "spec": pod_spec(**kw)}
-
-
-def deployment(name: str, namespace: str, **kw) -> dict:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llm"}}, "template": template(**kw)}}
-
-
-def cronjob(name: str, namespace: str, **kw) -> dict:
-    tpl = template(**kw)
-    tpl["spec"]["restartPolicy"] = "Never"
-    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": tpl}}}}
-
-
-def lws_object(name: str, namespace: str, *, worker_gpus: int | None, leader_gpus: int | None = None,
-               pin: str | None = None) -> dict:
-    def tpl(gpus: int | None) -> dict:
-        return {"spec": pod_spec(gpus=gpus, pin=pin)}
-
-    lwt: dict = {"size": 2, "workerTemplate": tpl(worker_gpus)}
-    if leader_gpus is not None or worker_gpus is None:
-        lwt["leaderTemplate"] = tpl(leader_gpus)
-    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 1, "leaderWorkerTemplate": lwt}}
-
-
 LWS_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "leaderworkersets.leaderworkerset.x-k8s.io"},
@@ -212,16 +71,6 @@ LWS_CRD = {
 
 def create(cp: ControlPlane, obj: dict) -> subprocess.CompletedProcess:
     return cp.run("create", "-o", "json", "-f", "-", stdin=json.dumps(obj), check=False)
-
-
-def product_affinity(obj: dict) -> list[str] | None:
-    terms = (obj["spec"].get("affinity", {}).get("nodeAffinity", {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", []))
-    for term in terms:
-        for expr in term.get("matchExpressions", []):
-            if expr["key"] == "nvidia.com/gpu.product":
-                return expr["values"]
-    return None
 
 
 # --- the tests ------------------------------------------------------------------------------------

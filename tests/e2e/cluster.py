@@ -1,0 +1,119 @@
+"""`make cluster`: a local Kubernetes control plane with gpu-admission installed, to try by hand.
+
+Builds the control plane once if needed (build-control-plane.sh), makes a CA and serving
+certificate with `gpu-admission certs --ip 127.0.0.1`, then starts etcd, kube-apiserver,
+kube-scheduler and `gpu-admission serve` (the Deployment's command) with the same library as the
+end-to-end tests (control_plane.py), registers the webhook configurations from manifests/, creates
+fake GPU nodes and a few namespaces, prints how to use it, and runs in the foreground until Ctrl-C
+or SIGTERM, when it stops everything and removes its work directory (unless --workdir was given).
+
+    .venv/bin/python tests/e2e/cluster.py [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from control_plane import (ROOT, ControlPlaneError, ManifestTree, create_nodes, fleet, install,
+                           running_control_plane, running_webhook)
+
+OVERLAY = "overlays/generated-certs"
+NAMESPACES = {"demo": {}, "demo-audit": {"gpu-admission.io/mode": "audit"}}
+
+
+def build() -> Path:
+    """The bin directory of build-control-plane.sh (its progress goes to our stderr)."""
+    done = subprocess.run(["bash", str(ROOT / "tests/e2e/build-control-plane.sh")], cwd=ROOT,
+                          stdout=subprocess.PIPE, text=True, timeout=3600)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ControlPlaneError(f"build-control-plane.sh failed ({done.returncode})")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def example_namespaces() -> set[str]:
+    """Namespaces the bundled examples name, so `kubectl apply -f examples/...` works as is."""
+    found = set()
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("metadata", {}).get("namespace"):
+                found.add(doc["metadata"]["namespace"])
+    return found
+
+
+def _interrupt(signum: int, _frame) -> None:
+    # the first Ctrl-C or SIGTERM unwinds the context managers (teardown); later ones are ignored
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, help="keep logs, certificates and the kubeconfig here "
+                                                     "(default: a temporary directory, removed on exit)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-admission-cluster-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        bin_dir = build()
+        certs = work / "certs"
+        made = subprocess.run([str(Path(sys.executable).parent / "gpu-admission"), "certs", "--service",
+                               "gpu-admission", "--namespace", "gpu-admission", "--ip", "127.0.0.1",
+                               "--out", str(certs), "--force"], capture_output=True, text=True, timeout=60)
+        if made.returncode != 0:
+            raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
+        docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
+        with running_control_plane(bin_dir, work / "control-plane", scheduler=True) as cp, \
+                running_webhook(docs, certs, work / "webhook") as hook:
+            install(cp, hook, docs, certs)
+            for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
+                cp.namespace(name, labels)
+            nodes = fleet()
+            create_nodes(cp, nodes)
+            env = f"KUBECONFIG={cp.kubeconfig}"
+            print(f"""
+gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {cp.url}, kube-scheduler,
+gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/), {len(nodes)} fake GPU nodes.
+Namespaces: demo (enforce), demo-audit (audit), {", ".join(sorted(example_namespaces()))} (enforce).
+
+  {env} kubectl get nodes -L nvidia.com/gpu.product
+
+Then, with `export {env}` (from the repository root):
+  kubectl -n demo apply -f tests/e2e/demo/llama-70b.yaml          # pinned to HBM/NVLink, bound to an A100 or H100 node
+  kubectl -n demo apply -f tests/e2e/demo/mistral-7b.yaml         # pinned to the cost tier, bound to an L40S node
+  kubectl -n demo apply -f tests/e2e/demo/llama-70b-on-l40s.yaml  # denied, with the webhook's message
+  kubectl -n demo-audit apply -f tests/e2e/demo/llama-70b-on-l40s.yaml   # admitted, with Warning: lines
+  kubectl apply -f examples/vllm-llama-70b-tp4.yaml                # a Deployment, judged at apply time
+  kubectl get pods -A -o wide
+  curl -s --cacert {certs / 'ca.crt'} https://127.0.0.1:{hook.port}/metrics | grep ^gpu_admission_requests_total
+(No controller-manager runs: Deployments are judged and stored, but make no pods.)
+Logs: {work}. Ctrl-C stops everything.""", flush=True)
+            while True:
+                cp.check()
+                hook.check()
+                time.sleep(1)
+    except KeyboardInterrupt:
+        print("\nstopped: kube-scheduler, kube-apiserver, etcd and the webhook are down", flush=True)
+        return 0
+    except (ControlPlaneError, AssertionError, subprocess.SubprocessError) as exc:  # AssertionError: kubectl failed
+        print(f"cluster: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
