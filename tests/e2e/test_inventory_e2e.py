@@ -1,0 +1,171 @@
+"""The GPU inventory and DRA claims against a real kube-apiserver and kube-scheduler (issue 6).
+
+Its own control plane (the nodes here are untainted, so they must not be shared with the other
+modules' pods) and its own `gpu-admission serve`, started exactly as the Deployment runs it but with
+a kubeconfig for this control plane, so the server's node watch (list + watch) sees the fake fleet:
+- a tier with no usable product in the fleet is denied with a message naming what exists, and the
+  same pod is admitted once the watch sees a fitting node join;
+- a mixed node (gpu.count label 4, capacity 8) is kept away from multi-GPU pods by the injected
+  hostname exclusion, even when it is the only node with free GPUs left;
+- a ResourceClaim for 4 GPUs without a productName constraint is patched by the mutating webhook,
+  and refused as written by the validating one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from control_plane import ControlPlane, ManifestTree, create_nodes, gpu_node, install, running_control_plane, \
+    running_webhook
+from objects import vllm_pod
+
+pytestmark = pytest.mark.e2e
+
+NS = "inv-enforce"
+MIXED = "a100-mixed"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cp: ControlPlane
+
+
+def mixed_node() -> dict:
+    node = gpu_node(MIXED, "NVIDIA-A100-SXM4-80GB")
+    node["metadata"]["labels"]["nvidia.com/gpu.count"] = "4"  # 8 GPUs, but GFD saw only one model's 4
+    return node
+
+
+def with_requests(pod: dict) -> dict:
+    """The scheduler's only reason to prefer a node here is room: give the pod real requests."""
+    pod = copy.deepcopy(pod)
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi"}
+    return pod
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane_bin: Path, manifest_tree: ManifestTree,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    work = tmp_path_factory.mktemp("inventory")
+    with running_control_plane(control_plane_bin, work / "cp", scheduler=True) as cp:
+        create_nodes(cp, [gpu_node("l40s-0", "NVIDIA-L40S"), gpu_node("l40s-1", "NVIDIA-L40S"), mixed_node(),
+                          gpu_node("a100-0", "NVIDIA-A100-SXM4-80GB")])
+        docs = manifest_tree.render(_generated_certs_with_dra(manifest_tree))
+        saved = os.environ.get("KUBECONFIG")
+        os.environ["KUBECONFIG"] = str(cp.kubeconfig)  # the server's node watch reads this cluster
+        try:
+            hook_cm = running_webhook(docs, manifest_tree.certs_dir, work / "webhook")
+            hook = hook_cm.__enter__()
+        finally:
+            if saved is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = saved
+        try:
+            install(cp, hook, docs, manifest_tree.certs_dir)
+            cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+            yield Cluster(cp)
+        finally:
+            hook_cm.__exit__(None, None, None)
+
+
+def _generated_certs_with_dra(tree: ManifestTree) -> str:
+    """The generated-certs overlay with the dra component listed IN it, as the README says: its
+    caBundle replacements then reach the claim entries too (a component added by an outer overlay
+    comes after them and would have no caBundle)."""
+    src = tree.root / "overlays/generated-certs"
+    dst = tree.root / "overlays/_test-generated-certs-dra"
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    kustomization = dst / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text() + "\ncomponents:\n  - ../../components/dra\n")
+    return "overlays/_test-generated-certs-dra"
+
+
+def apply(cp: ControlPlane, obj: dict, *extra: str):
+    return cp.run("apply", "-f", "-", *extra, stdin=json.dumps(obj), check=False)
+
+
+def wait_for(what: str, predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def test_tier_without_a_usable_node_is_denied_until_one_joins(cluster: Cluster) -> None:
+    cp = cluster.cp
+    pod = with_requests(vllm_pod("llama-early", NS))
+    assert apply(cp, pod, "--dry-run=server").returncode == 0
+    # the only trusted HBM node leaves: the watch sees the DELETE, the tier has no usable node left
+    cp.run("delete", "node", "a100-0")
+    wait_for("the node inventory", lambda: "tier-not-in-cluster" in apply(cp, pod, "--dry-run=server").stderr)
+    done = apply(cp, pod)
+    assert done.returncode != 0
+    assert "tier-not-in-cluster" in done.stderr and "NVIDIA-L40S (2 nodes, 8 GPUs max)" in done.stderr
+    assert cp.get("pod", "llama-early", NS) is None
+    create_nodes(cp, [gpu_node("a100-0", "NVIDIA-A100-SXM4-80GB")])
+    wait_for("the new node in the inventory", lambda: apply(cp, pod, "--dry-run=server").returncode == 0)
+
+
+def test_mixed_node_is_avoided_by_multi_gpu_pods(cluster: Cluster) -> None:
+    cp = cluster.cp
+    names = ["llama-a", "llama-b", "llama-c"]
+    for name in names:
+        done = apply(cp, with_requests(vllm_pod(name, NS)))
+        assert done.returncode == 0, done.stderr
+        assert "untrusted" in done.stderr  # the mutating webhook says why it excludes a node
+    stored = cp.get("pod", "llama-a", NS)
+    exprs = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [MIXED]} in exprs
+
+    def bound() -> dict[str, str | None]:
+        return {n: (cp.get("pod", n, NS) or {}).get("spec", {}).get("nodeName") for n in names}
+
+    wait_for("two pods bound", lambda: sum(1 for v in bound().values() if v) == 2)
+    time.sleep(3)  # give the scheduler time to (wrongly) use the mixed node for the third
+    placed = bound()
+    assert sorted(v for v in placed.values() if v) == ["a100-0", "a100-0"], placed
+    assert MIXED not in placed.values()
+    (pending,) = [n for n, v in placed.items() if v is None]  # the mixed node had 8 free GPUs: unused
+    assert pending in names
+
+
+def test_single_gpu_pod_goes_to_the_cost_tier(cluster: Cluster) -> None:
+    cp = cluster.cp
+    pod = vllm_pod("small", NS, gpus=1)
+    pod["spec"]["containers"][0]["command"] = ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]
+    done = apply(cp, with_requests(pod))
+    assert done.returncode == 0, done.stderr
+    wait_for("the small pod bound", lambda: (cp.get("pod", "small", NS) or {}).get("spec", {}).get("nodeName"))
+    assert cp.get("pod", "small", NS)["spec"]["nodeName"].startswith("l40s-")
+
+
+CLAIM = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+         "metadata": {"name": "four-gpus", "namespace": NS},
+         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+             "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 4}}]}}}
+
+
+def test_dra_claim_gets_the_product_constraint(cluster: Cluster) -> None:
+    cp = cluster.cp
+    done = apply(cp, CLAIM)
+    assert done.returncode == 0, done.stderr
+    stored = cp.get("resourceclaim", "four-gpus", NS)
+    assert stored["spec"]["devices"]["constraints"] == [
+        {"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/productName"}]
+    cpu_claim = copy.deepcopy(CLAIM)
+    cpu_claim["metadata"]["name"] = "nics"
+    cpu_claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nic.example.com"
+    done = apply(cp, cpu_claim)
+    assert done.returncode == 0 and "constraints" not in cp.get("resourceclaim", "nics", NS)["spec"]["devices"]
