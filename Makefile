@@ -38,7 +38,7 @@ bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for
 	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
 	command -v hyperfine >/dev/null || (apt-get update && apt-get install -y hyperfine) || true
 	$(BIN)/pip install --quiet -r bench/requirements.txt
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
 	$(BIN)/python tests/e2e/cluster.py
@@ -48,3 +48,32 @@ test: $(STAMP)  ## run the whole test suite
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+
+# ---- reliability (issue 8): figures in RELIABILITY.md ----------------------------------------------
+FUZZ_REVIEWS  ?= 300000
+FUZZ_EXAMPLES ?= 3000
+SOAK_MINUTES  ?= 10
+
+.PHONY: fuzz reliability soak reliability-report
+
+fuzz: $(STAMP)  ## long fuzz run (FUZZ_REVIEWS=300000, a fresh seed), figures into RELIABILITY.md
+	mkdir -p bench/reliability/results
+	FUZZ_REVIEWS=$(FUZZ_REVIEWS) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$${FUZZ_SEED:-$$(date +%s)} \
+	  FUZZ_REPORT=bench/reliability/results/fuzz.json $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	$(BIN)/python -m bench.reliability.report
+
+reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken policy, e2e restart (~10 min; waits for other benchmarks)
+	$(BIN)/python -m bench.reliability.overload
+	$(BIN)/python -m bench.reliability.worker_kill
+	$(BIN)/python -m bench.reliability.rotation_load
+	$(BIN)/python -m bench.reliability.config_garbage
+	RELIABILITY_OUT=bench/reliability/results/e2e_restart.json \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/e2e/test_reliability_e2e.py
+	$(BIN)/python -m bench.reliability.report
+
+soak: $(STAMP)  ## SOAK_MINUTES (10) at 50% of the measured maximum throughput; memory and p99 per minute
+	$(BIN)/python -m bench.reliability.soak --minutes $(SOAK_MINUTES)
+	$(BIN)/python -m bench.reliability.report
+
+reliability-report: $(STAMP)  ## re-render RELIABILITY.md's figures from bench/reliability/results/
+	$(BIN)/python -m bench.reliability.report

@@ -23,6 +23,7 @@ from webhook.filewatch import stat_signature
 from webhook.inventory import Inventory
 from webhook.live_settings import LiveSettings
 from webhook.metrics import Metrics
+from webhook.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
 from webhook.redaction import redact
 from webhook.review import ReviewError
 from webhook.settings import MODES, Settings, default as default_settings
@@ -67,10 +68,13 @@ class _CertStatus:
 def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                cert_file: str | Path | None = None, key_file: str | Path | None = None,
                metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter,
-               inventory: Callable[[], Inventory | None] | None = None) -> Flask:
+               inventory: Callable[[], Inventory | None] | None = None,
+               max_queue_age: float | None = DEFAULT_MAX_QUEUE_AGE) -> Flask:
     """Build the admission server app. ``settings``: fixed Settings, a LiveSettings that reloads its
     file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness.
-    ``inventory``: returns the current GPU node inventory (the server's node watch), or None."""
+    ``inventory``: returns the current GPU node inventory (the server's node watch), or None.
+    ``max_queue_age``: seconds a review may have waited for a worker thread (``webhook.overload``)
+    before it is refused with 503 instead of judged; None or 0 never refuses."""
     current_inventory = inventory or (lambda: None)
     if isinstance(settings, LiveSettings):
         live = settings
@@ -89,8 +93,30 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
     app.register_blueprint(extender.blueprint())  # POST /scheduler/filter, /scheduler/prioritize
 
+    shed = {"count": 0, "logged": 0.0}
+
+    def overloaded(waited: float) -> Response:
+        """503 for a review that waited past ``max_queue_age``: kube-apiserver applies the
+        failurePolicy now instead of timing out, and the worker moves on to fresher reviews."""
+        m.errors.labels(status="503").inc()
+        shed["count"] += 1
+        now = time.monotonic()
+        if now - shed["logged"] >= 1.0:  # one line a second at most: shedding happens under overload
+            errlog.warning("overloaded: %d reviews refused (waited over %g s for a worker)", shed["count"],
+                           max_queue_age, extra={"event": "shed", "shed": shed["count"],
+                                                 "waited_ms": round(waited * 1000, 1)})
+            shed["count"], shed["logged"] = 0, now
+        # no Retry-After: client-go retries a 5xx that carries one, and a review this old would be
+        # retried past the webhook's timeout, adding load exactly when there is too much
+        return _json({"error": f"overloaded: this review waited {waited:.1f} s for a worker (limit "
+                               f"{max_queue_age:g} s); kube-apiserver applies the webhook's failurePolicy"}, 503)
+
     def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
         started = clock()
+        queued_at = request.environ.get(QUEUED_AT)
+        waited = time.monotonic() - queued_at if isinstance(queued_at, float) else None
+        if waited is not None and max_queue_age and waited > max_queue_age:
+            return overloaded(waited)
         body = request.get_data(cache=False)
         if len(body) > max_body:
             raise RequestEntityTooLarge()
@@ -117,7 +143,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                 "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,
                 "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
                 "allowed": outcome.allowed, "codes": list(outcome.codes), "tier": outcome.tier,
-                "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3)}})
+                "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3),
+                **({"queued_ms": round(waited * 1000, 1)} if waited is not None else {})}})
         return _json(outcome.review)
 
     @app.post("/mutate")

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from webhook import certs as certs_mod, engine, inventory_cli, report, settings as settings_mod, sources
+from webhook import engine, inventory_cli, report, settings as settings_mod, sources
 from webhook.inventory import Inventory
 from webhook.explain import render_explain
+from webhook.redaction import redact
 from webhook.settings import MODES, SettingsError
 from webhook.workloads import documents
 
@@ -37,7 +38,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits with 2 on usage errors, which is exactly the documented code."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. ``certs_flags=False`` leaves the flags of ``certs`` out (they need
+    webhook.certs, i.e. cryptography, a sixth of the start-up time of ``check``): only for parsing
+    a command line whose command is not ``certs``."""
     parser = _Parser(prog="gpu-admission", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -83,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", metavar="N", type=_positive, default=8,
                        help="threads per worker (each holds keep-alive connections from kube-apiserver)")
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    serve.add_argument("--max-queue-age", metavar="SECONDS", type=_seconds, default=2.5,
+                       help="refuse (HTTP 503) a review that waited longer than this for a worker thread, so "
+                            "nothing kube-apiserver gave up on is judged; keep it below the webhooks' "
+                            "timeoutSeconds (0: never refuse)")
     serve.add_argument("--inventory", choices=("auto", "on", "off"), default="auto",
                        help="watch Nodes to offer only GPU products that exist and avoid mixed nodes: auto = "
                             "when in-cluster or kubeconfig credentials load and RBAC allows listing nodes")
@@ -93,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         "certs", help="create a CA and a serving certificate for the webhook",
         description="Create a CA and a serving certificate with the Service DNS names (and IP SANs) "
                     "kube-apiserver verifies; print the base64 caBundle for the webhook configuration.")
-    certs_mod.add_arguments(certs)
+    if certs_flags:
+        from webhook import certs as certs_mod
+
+        certs_mod.add_arguments(certs)
 
     explain = sub.add_parser(
         "explain", help="show the analysis of a manifest for people",
@@ -102,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
     explain.add_argument("--mode", choices=MODES, default=None, help="enforce or audit")
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 3600, got {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -136,7 +157,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
         config=Path(args.config) if args.config else None,
         client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
-        inventory=args.inventory, kubeconfig=args.kubeconfig))
+        inventory=args.inventory, kubeconfig=args.kubeconfig, max_queue_age=args.max_queue_age))
 
 
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
@@ -178,7 +199,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return EXIT_USAGE
     rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None, inventory=fleet)
     render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
-    out.write(render[args.output](rows))
+    out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":
         out.write("\n")
     return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
@@ -193,19 +214,31 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not rows:
         out.write("no pod templates found (kinds without pods pass through unjudged)\n")
         return EXIT_OK
-    out.write(render_explain(rows, settings))
+    out.write(redact(render_explain(rows, settings)))
     return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from webhook import certs as certs_mod
+
+    return certs_mod.run(args, out, err)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(certs_flags=_command(argv) in (None, "certs"))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
-    commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": certs_mod.run,
+    commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": _cmd_certs,
                 "inventory": inventory_cli.run}
     return commands[args.command](args, out, err)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "container_env",
@@ -24,6 +25,11 @@ __all__ = [
 MAX_ENV_ENTRIES = 1024
 """Env entries read per container; the API server would reject far fewer long before this."""
 MAX_NAME_CHARS = 253
+MAX_EXPANDED_CHARS = 1 << 20
+"""Characters one ``$(VAR)`` expansion may produce, and all literal env values of one container
+together. Expansion multiplies (``V=$(V)$(V)`` repeated, or ``V1=$(V0)$(V0)``, ``V2=$(V1)$(V1)``...), so
+without a bound a few KiB of env is a billion-laughs bomb: values past the budget count as unknown
+at admission, like ``valueFrom``."""
 _SECRET_RE = re.compile(
     r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|"
     r"(?:^|_)(?:KEY|PASS|PAT|PWD|CERT)(?:$|_)",
@@ -57,13 +63,18 @@ def container_env(container: Mapping[str, Any]) -> tuple[dict[str, str], tuple[s
     literal: dict[str, str] = {}
     unknown: dict[str, None] = {}
     sources = [_env_from_description(item) for item in _bounded(container.get("envFrom"))]
+    budget = MAX_EXPANDED_CHARS
     for name, value in _env_entries(container.get("env")):
-        if value is None:
+        expanded = None if value is None else expand_kubelet(value, literal, max_chars=budget)
+        if expanded is None or len(expanded) >= budget:
             literal.pop(name, None)
             unknown[name] = None
+            if expanded is not None:
+                budget = 0  # spent: what follows is not expanded either
         else:
+            budget -= len(expanded)
             unknown.pop(name, None)
-            literal[name] = expand_kubelet(value, literal)
+            literal[name] = expanded
     hidden = tuple(unknown) + tuple(s for s in sources if s)
     return literal, hidden
 
@@ -159,21 +170,25 @@ def scalar_text(value: Any) -> str | None:
 # --------------------------------------------------------------------------- kubelet $(VAR)
 
 
-def expand_kubelet(text: str, env: Mapping[str, str]) -> str:
+def expand_kubelet(text: str, env: Mapping[str, str], *, max_chars: int = MAX_EXPANDED_CHARS) -> str:
     """Kubernetes ``$(VAR)`` expansion exactly like the kubelet.
 
     Port of ``third_party/forked/golang/expansion``: ``$(VAR)`` is replaced when VAR is defined and
     left as written when not, ``$$`` escapes to ``$``, any other ``$x`` and an unclosed ``$(`` stay
-    as they are. The scan for ``)`` is cached so hostile input stays linear.
+    as they are. The scan for ``)`` is cached so hostile input stays linear, and the result is cut at
+    ``max_chars`` (a short text of many ``$(BIG)`` references would otherwise be gigabytes).
     """
     if not isinstance(text, str) or "$" not in text:
-        return text if isinstance(text, str) else ""
+        return (text if isinstance(text, str) else "")[:max_chars]
     out: list[str] = []
     checkpoint = 0
     cursor = 0
     n = len(text)
     next_close = -2  # -2: not searched yet; -1: no ')' at or after the last search point
+    size = 0
     while cursor < n:
+        if size > max_chars:
+            return "".join(out)[:max_chars]
         if text[cursor] == "$" and cursor + 1 < n:
             out.append(text[checkpoint:cursor])
             nxt = text[cursor + 1]
@@ -188,6 +203,7 @@ def expand_kubelet(text: str, env: Mapping[str, str]) -> str:
                     name = text[cursor + 2 : next_close]
                     value = env.get(name) if isinstance(env, Mapping) else None
                     out.append(value if isinstance(value, str) else f"$({name})")
+                    size += len(out[-1]) + len(out[-2])
                     cursor = next_close
                     checkpoint = cursor + 1
                     cursor += 1
@@ -198,4 +214,4 @@ def expand_kubelet(text: str, env: Mapping[str, str]) -> str:
             checkpoint = cursor + 1
         cursor += 1
     out.append(text[checkpoint:])
-    return "".join(out)
+    return "".join(out)[:max_chars]

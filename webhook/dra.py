@@ -111,7 +111,8 @@ def _gpu_need(request: Mapping[str, Any], gpu_classes: frozenset[str]) -> tuple[
     exactly = request.get("exactly")
     alternatives = [exactly] if isinstance(exactly, Mapping) else \
         [s for s in _list(request.get("firstAvailable")) if isinstance(s, Mapping)]
-    gpu = [a for a in alternatives if a.get("deviceClassName") in gpu_classes and a.get("adminAccess") is not True]
+    gpu = [a for a in alternatives if isinstance(a.get("deviceClassName"), str)  # a list is not hashable
+           and a.get("deviceClassName") in gpu_classes and a.get("adminAccess") is not True]
     if not gpu:
         return False, 0
     counts = [_count(a) for a in gpu]
@@ -143,8 +144,8 @@ def judge_claim(obj: Any, *, mode: str, mutate: bool, prefix: str = "",
     the claim as it will be after the mutating patch (the missing constraint is then added, so it is
     no violation) and return that patch. ``prefix``: JSON pointer of ``obj`` in the judged document.
     """
-    if not isinstance(obj, Mapping) or obj.get("kind") not in KINDS \
-            or obj.get("apiVersion") not in SUPPORTED_API_VERSIONS:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj.get("kind") not in KINDS \
+            or obj.get("apiVersion") not in SUPPORTED_API_VERSIONS:  # a kind that is a dict is not hashable
         return None
     kind: str = obj["kind"]
     classes = frozenset(gpu_classes)

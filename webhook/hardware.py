@@ -21,10 +21,11 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -78,6 +79,9 @@ class Catalog:
     _exact: Mapping[str, Mapping[str, tuple[str, ...]]] = field(init=False, repr=False)
     _folded: Mapping[str, Mapping[str, tuple[str, ...]]] = field(init=False, repr=False)
     _stems: Mapping[str, tuple[str, ...]] = field(init=False, repr=False)
+    _options: dict[tuple[frozenset[str], str], tuple[LabelOption, ...]] = field(init=False, repr=False)
+    """options() results per (product set, scheme): the catalog is immutable and every review asks
+    for the same few tiers, so the weakest-spec work is done once per tier, not once per review."""
 
     def __post_init__(self) -> None:
         # The label indexes are built once here so parse_label is a few dict lookups per call
@@ -95,6 +99,7 @@ class Catalog:
         object.__setattr__(self, "_exact", _freeze_index(exact))
         object.__setattr__(self, "_folded", _freeze_index(folded))
         object.__setattr__(self, "_stems", MappingProxyType({k: tuple(v) for k, v in stems.items()}))
+        object.__setattr__(self, "_options", {})
 
     # ------------------------------------------------------------------ lookups
 
@@ -153,6 +158,10 @@ class Catalog:
         for pid in product_ids:
             self.product(pid)  # unknown ids are a caller bug: fail loudly, naming the known ones
             wanted.add(pid)
+        key = (frozenset(wanted), scheme)
+        cached = self._options.get(key)
+        if cached is not None:
+            return cached
         index = self._exact.get(scheme, {})
         seen: set[str] = set()
         out: list[LabelOption] = []
@@ -166,7 +175,10 @@ class Catalog:
                 named = index[value]
                 out.append(LabelOption(value=value, spec=self.weakest(named, scheme=scheme, value=value),
                                        products=named))
-        return tuple(out)
+        if len(self._options) >= 512:  # callers may pass arbitrary subsets: keep the memo bounded
+            self._options.clear()
+        self._options[key] = result = tuple(out)
+        return result
 
     def weakest(self, product_ids: Iterable[str], *, scheme: str | None = None,
                 value: str | None = None) -> GpuProduct:
@@ -256,7 +268,8 @@ def default_catalog() -> Catalog:
 @functools.cache
 def _bundled_catalog() -> Catalog:
     text = resources.files("webhook").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
-    return _build(yaml.safe_load(text))
+    # the C parser when PyYAML has it: same document, a fraction of the start-up time
+    return _build(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506
 
 
 def _build(data: Any) -> Catalog:

@@ -11,7 +11,7 @@ annotations, HTTP error bodies and log lines pass through :func:`redact`, which 
   access key ids, NVIDIA NGC, Slack, Google API keys, JWTs, PEM private keys), and
 - the literal values of secret-named env variables of the object under review (:func:`secret_values`)
 
-with ``<redacted>``. Every pattern is a plain prefix plus one bounded character class (no nested
+with ``[redacted]``. Every pattern is a plain prefix plus one bounded character class (no nested
 quantifiers), so the scan is linear in the text.
 """
 
@@ -22,7 +22,8 @@ from typing import Any, Iterable, Mapping
 
 from webhook.container_env import is_secret_name, scalar_text
 
-REDACTED = "<redacted>"
+REDACTED = "[redacted]"
+"""Safe inside JSON strings, XML text and log lines alike."""
 
 _TOKEN_SHAPES = (
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face

@@ -9,9 +9,10 @@ an init container therefore still counts. Quantities arrive as strings (``"4"``)
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from webhook.domain import Violation
 from webhook.workloads import join
@@ -52,11 +53,18 @@ def parse_quantity(value: Any) -> Decimal:
         raise QuantityError(f"{value[:40]!r} is not a quantity") from exc
 
 
+MAX_GPUS = 1 << 20
+"""More GPUs than this in one container is no request any node can meet (and, at 1e308, more than
+the sizing arithmetic can hold): reported as malformed instead of judged."""
+
+
 def gpu_count(value: Any) -> int:
     """A GPU quantity as a whole, non-negative number of devices."""
     quantity = parse_quantity(value)
     if quantity < 0:
         raise QuantityError(f"{value!r} is negative")
+    if quantity > MAX_GPUS:
+        raise QuantityError(f"{str(value)[:40]!r} is more than {MAX_GPUS} devices")
     if quantity != quantity.to_integral_value():
         raise QuantityError(f"{value!r} is not a whole number of devices")
     return int(quantity)

@@ -68,6 +68,8 @@ def _decode(body: bytes) -> Any:
         raise ReviewError(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise ReviewError("body is nested too deeply") from None
+    except ValueError:  # an integer literal over Python's 4,300-digit limit
+        raise ReviewError("body is not usable JSON: a number has too many digits") from None
 
 
 def _content_type_ok(content_type: str | None) -> bool:

@@ -3,6 +3,8 @@
 Why these choices:
 - threaded workers (``gthread``): kube-apiserver keeps connections alive, so a worker must hold
   idle keep-alive connections without blocking; sync workers would also pay a TLS handshake per request;
+- connections balanced over the workers (``webhook.balance``): a connection stays with the worker
+  that accepted it and the work is CPU-bound, so a busy worker leaves new ones to an idle one;
 - TLS comes from :mod:`webhook.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
   is picked up by new connections without a restart;
 - the certificate pair and the policy are loaded in the master and inherited by every worker it forks
@@ -26,7 +28,8 @@ from typing import Any, Callable
 
 from gunicorn.app.base import BaseApplication
 
-from webhook import logs, settings as settings_mod
+from webhook import balance, logs, overload, settings as settings_mod
+from webhook.overload import DEFAULT_MAX_QUEUE_AGE
 from webhook.settings import Settings, SettingsError
 from webhook.tls import RotatingContext
 
@@ -55,6 +58,9 @@ class ServeOptions:
     """GPU node inventory: ``auto`` (watch Nodes when an in-cluster or kubeconfig client loads and RBAC
     allows listing nodes), ``on`` (same, but keep retrying and say so loudly), ``off``."""
     kubeconfig: str | None = None
+    max_queue_age: float = DEFAULT_MAX_QUEUE_AGE
+    """Seconds a review may wait for a worker thread before it is refused with 503 (0: never), so
+    nothing the apiserver has given up on is judged (``webhook.overload``)."""
 
 
 def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
@@ -75,7 +81,7 @@ def _app_factory(options: ServeOptions, last_good: Settings) -> Any:
     live = LiveSettings(options.config, interval=options.reload_interval, fallback=last_good)
     watch = _start_node_watch(options, live.current)
     app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key,
-                     inventory=watch.current if watch is not None else None)
+                     inventory=watch.current if watch is not None else None, max_queue_age=options.max_queue_age)
     live.watch_in_background(options.reload_interval)  # after create_app installed the metrics hook
     return app
 
@@ -104,6 +110,7 @@ def _child_exit(_arbiter: Any, worker: Any) -> None:
     from webhook.metrics import mark_worker_dead
 
     mark_worker_dead(worker.pid)
+    balance.child_exit(worker.pid)
 
 
 class AdmissionServer(BaseApplication):
@@ -118,6 +125,7 @@ class AdmissionServer(BaseApplication):
         # master-side state, inherited by every worker through fork (see the module docstring)
         self.tls = RotatingContext(options.cert, options.key, options.client_ca, interval=options.reload_interval)
         self.last_good = settings_mod.load(options.config)
+        balance.install(options.workers)
         super().__init__()
 
     def _before_fork(self, _arbiter: Any, _worker: Any) -> None:
@@ -134,7 +142,9 @@ class AdmissionServer(BaseApplication):
             "bind": [o.bind],
             "workers": o.workers,
             "threads": o.threads,
-            "worker_class": "gthread",
+            # gthread whose workers share keep-alive connections evenly (webhook.balance): without it
+            # one worker can hold every connection of kube-apiserver and serve on one core
+            "worker_class": "webhook.balance.BalancedThreadWorker",
             "certfile": str(o.cert),
             "keyfile": str(o.key),
             "ssl_context": _ssl_context_hook(self.tls),
@@ -155,6 +165,8 @@ class AdmissionServer(BaseApplication):
             "post_worker_init": lambda _worker: logs.configure(o.log_level),
             "on_starting": lambda _arbiter: logs.configure(o.log_level),
         }
+        # every request stamped with the moment it was queued for a thread, for load shedding
+        settings["worker_class"] = overload.stamped_worker(settings["worker_class"])
         for key, value in settings.items():
             self.cfg.set(key, value)
 

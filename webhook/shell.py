@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
 from webhook.container_env import container_env, expand_kubelet, is_secret_name, scalar_text
 

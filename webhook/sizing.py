@@ -227,5 +227,4 @@ def _default_allreduce_us(option: LabelOption) -> float:
 
 def _n(x: float) -> str:
     """One decimal, without a trailing ``.0`` (``2`` overhead, ``32.9`` weights)."""
-    text = f"{x:.1f}"
-    return text[:-2] if text.endswith(".0") else text
+    return f"{x:.1f}".removesuffix(".0")

@@ -8,8 +8,9 @@ violation paths stay relative to the document the user wrote.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from webhook.domain import JSON
 

@@ -7,8 +7,9 @@ and makes sure no env value (secrets above all) leaves the pod in the finished s
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from webhook.container_env import is_secret_name
 from webhook.domain import LaunchSpec

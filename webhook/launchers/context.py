@@ -8,8 +8,9 @@ runs (postStart hook included).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from webhook.container_env import container_env, env_sources, is_secret_name
 from webhook.launchers.values import INT_RE

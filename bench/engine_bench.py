@@ -1,0 +1,114 @@
+"""1. Engine: per-object time of the pure pipeline against the JSON floor of the same review.
+
+For every AdmissionReview of the mix (``bench.corpus``), interleaved in one loop so drift hits all
+three equally, with the garbage collector off while timing:
+
+- floor: ``json.dumps(json.loads(body))``: the least any Python webhook does with the review;
+- engine: ``engine.judge(obj, settings)``: workloads -> inference -> policy -> patches on the decoded
+  object (what the issue calls the pure pipeline);
+- admission: ``review.parse(body)`` + ``admission.mutate/validate`` + ``json.dumps`` of the response:
+  everything the server does for a review except HTTP, TLS, logging and metrics.
+
+Each object is timed ``iterations`` times (after ``warmup`` untimed calls); per object we keep the
+median and p99 of each, and the ratio engine/floor and admission/floor of the medians.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from typing import Any
+
+from bench import common, corpus
+from webhook import admission, engine, review
+from webhook.settings import Settings, default as default_settings
+
+
+def _decide(item: corpus.Item, settings: Settings):
+    if item.endpoint == "mutate":
+        return lambda req: admission.mutate(req, settings)
+    return lambda req: admission.validate(req, settings, mode=settings.mode)
+
+
+def run(iterations: int | None = None, warmup: int = 5, variants: int | None = None,
+        settings: Settings | None = None) -> dict[str, Any]:
+    iterations = iterations or int(common.scaled(300, 30))
+    variants = int(common.scaled(60, 20)) if variants is None else variants
+    settings = settings or default_settings()
+    items = corpus.items(variants=variants)
+    loads, dumps, judge, parse = json.loads, json.dumps, engine.judge, review.parse
+    ns = time.perf_counter_ns
+    rows: list[dict[str, Any]] = []
+    gc_was_enabled = gc.isenabled()
+    try:
+        for item in items:
+            body, obj = item.body, item.obj
+            decide = _decide(item, settings)
+            for _ in range(warmup):
+                dumps(loads(body))
+                judge(obj, settings)
+                dumps(decide(parse(body, "application/json")).review)
+            floor_t, engine_t, adm_t = [], [], []
+            gc.collect()
+            gc.disable()
+            for _ in range(iterations):
+                t0 = ns()
+                dumps(loads(body))
+                t1 = ns()
+                judge(obj, settings)
+                t2 = ns()
+                dumps(decide(parse(body, "application/json")).review)
+                t3 = ns()
+                floor_t.append(t1 - t0)
+                engine_t.append(t2 - t1)
+                adm_t.append(t3 - t2)
+            gc.enable()
+            f_med, e_med, a_med = common.median(floor_t), common.median(engine_t), common.median(adm_t)
+            rows.append({
+                "name": item.name, "kind": item.kind, "endpoint": item.endpoint, "bytes": len(body),
+                "floor_median_us": f_med / 1e3, "floor_p99_us": common.percentile(floor_t, 99) / 1e3,
+                "engine_median_us": e_med / 1e3, "engine_p99_us": common.percentile(engine_t, 99) / 1e3,
+                "admission_median_us": a_med / 1e3, "admission_p99_us": common.percentile(adm_t, 99) / 1e3,
+                "engine_ratio": e_med / f_med if f_med else None,
+                "admission_ratio": a_med / f_med if f_med else None,
+            })
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {"iterations": iterations, "objects": len(rows), "rows": rows, "summary": summarize(rows)}
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per group (pod objects once, as /mutate sees them; workloads; all reviews)."""
+    groups = {
+        "pods": [r for r in rows if r["kind"] == "Pod" and r["endpoint"] == "mutate"],
+        "workloads": [r for r in rows if r["kind"] != "Pod"],
+        "all reviews": rows,
+    }
+    out: dict[str, Any] = {}
+    for name, rs in groups.items():
+        if not rs:
+            continue
+        out[name] = {
+            "objects": len(rs),
+            "median_bytes": common.median(r["bytes"] for r in rs),
+            "floor_median_us": common.median(r["floor_median_us"] for r in rs),
+            "floor_p99_us": common.percentile([r["floor_p99_us"] for r in rs], 50),
+            "engine_median_us": common.median(r["engine_median_us"] for r in rs),
+            "engine_p99_us": common.percentile([r["engine_p99_us"] for r in rs], 50),
+            "engine_p99_worst_us": max(r["engine_p99_us"] for r in rs),
+            "admission_median_us": common.median(r["admission_median_us"] for r in rs),
+            "admission_p99_us": common.percentile([r["admission_p99_us"] for r in rs], 50),
+            "engine_ratio_median": common.median(r["engine_ratio"] for r in rs),
+            "engine_ratio_worst": max(r["engine_ratio"] for r in rs),
+            "engine_ratio_worst_object": max(rs, key=lambda r: r["engine_ratio"])["name"],
+            "admission_ratio_median": common.median(r["admission_ratio"] for r in rs),
+            "admission_ratio_worst": max(r["admission_ratio"] for r in rs),
+        }
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    result = run()
+    print(json.dumps(result["summary"], indent=2))

@@ -1,0 +1,145 @@
+"""The policy file replaced with garbage under load: decisions continue with the last good policy.
+
+One instance with ``--config policy.yaml``, open loop at ``--rate`` of one review whose verdict shows
+the policy in force (a 4-GPU Llama-70B pinned to L40S: enforce denies, audit admits). Every 3 s the
+file is replaced (atomically, as a ConfigMap update does) by the next of: enforce, garbage YAML,
+audit, binary junk, an invalid policy (a schema error), enforce, an empty file's worth of nothing
+valid, audit, ... Expected verdict of each answer: the last *valid* policy written before the request,
+except within ``WINDOW`` s after a valid change (workers reload on their next request after the 1 s
+interval). Counted: answers that disagree with the last good policy outside those windows (target 0),
+failed calls (target 0), and /readyz and the config_valid gauge while a broken file is in place.
+
+``python -m bench.reliability.config_garbage [--seconds 60] [--rate 150]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.reliability import common
+
+WINDOW = 2.5
+"""Seconds after a valid policy change during which either verdict is right (1 s reload interval,
+each worker reloading on its next request after it)."""
+
+VERSIONS: list[tuple[str, bytes, str | None]] = [
+    ("enforce", b"mode: enforce\n", "enforce"),
+    ("garbage YAML", b"mode: [enforce\n  {{{: :\n", None),
+    ("audit", b"mode: audit\n", "audit"),
+    ("binary junk", os.urandom(4096), None),
+    ("schema error", b"mode: sometimes\ntiers: 42\n", None),
+    ("enforce", b"mode: enforce\n", "enforce"),
+    ("truncated mid-write", b"mode: aud", None),
+    ("audit", b"mode: audit\n", "audit"),
+    ("not a mapping", b"- just\n- a list\n", None),
+]
+
+
+def replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(".policy.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def get(server: common.Server, path: str) -> tuple[int, str]:
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=common.client_context(server.ca), timeout=5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+async def writer(policy: Path, server: common.Server, seconds: float, log: list[dict[str, Any]]) -> None:
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() + 3 < end:
+        await asyncio.sleep(3)
+        i += 1
+        name, data, mode = VERSIONS[i % len(VERSIONS)]
+        replace(policy, data)
+        entry: dict[str, Any] = {"t": time.monotonic(), "version": name, "mode": mode}
+        log.append(entry)
+        if mode is None:  # broken: after the reload interval /readyz must name the error
+            await asyncio.sleep(1.5)
+            status, body = await asyncio.to_thread(get, server, "/readyz")
+            entry["readyz_reports_error"] = status == 200 and "policy_reload_error" in body
+            _, metrics = await asyncio.to_thread(get, server, "/metrics")
+            entry["config_valid_gauge_0"] = "gpu_admission_config_valid 0.0" in metrics
+
+
+async def run(seconds: float, rate: float, work: Path) -> dict[str, Any]:
+    policy = work / "policy.yaml"
+    policy.write_bytes(VERSIONS[0][1])
+    server = common.start_server(work, config=policy)
+    wrong = common.vllm_pod("llama", pin="NVIDIA-L40S")
+    mix = common.Mix((("/validate", json.dumps(common.review(wrong, "UID"), separators=(",", ":")).encode()),))
+    try:
+        load = common.Load([server.port], server.ca, mix=mix)
+        start = time.monotonic()
+        log: list[dict[str, Any]] = [{"t": start - 10, "version": "enforce", "mode": "enforce"}]
+        writing = asyncio.create_task(writer(policy, server, seconds, log))
+        results = await load.open_loop(rate, seconds, start)
+        await writing
+        load.close()
+    finally:
+        server.stop()
+
+    def expected(sent: float) -> tuple[set[bool], bool]:
+        good = [e for e in log if e["mode"] is not None and e["t"] <= sent]
+        last = good[-1]
+        allowed = {last["mode"] == "audit"}
+        in_window = sent - last["t"] < WINDOW
+        if in_window and len(good) > 1:
+            allowed.add(good[-2]["mode"] == "audit")
+        return allowed, in_window
+
+    mismatched, checked, windowed = [], 0, 0
+    for r in results:
+        if r.outcome != "ok":
+            continue
+        ok, in_window = expected(r.sent)
+        windowed += in_window
+        checked += 1
+        if r.allowed not in ok:
+            mismatched.append({"t": round(r.sent - start, 2), "allowed": r.allowed})
+    broken = [e for e in log if e["mode"] is None]
+    for e in log:
+        e["t"] = round(e["t"] - start, 2)
+    return {"seconds": seconds, "rate": rate, "file_versions_written": len(log) - 1,
+            "broken_versions_written": len(broken), "timeline": log,
+            "answers_checked": checked, "answers_in_a_reload_window": windowed,
+            "answers_against_the_last_good_policy": len(mismatched), "mismatch_samples": mismatched[:5],
+            "readyz_reported_every_broken_file": all(e.get("readyz_reports_error") for e in broken),
+            "config_valid_0_for_every_broken_file": all(e.get("config_valid_gauge_0") for e in broken),
+            "summary": common.summarize(results, seconds)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--rate", type=float, default=150)
+    args = parser.parse_args()
+    quiet = common.wait_quiet()
+    with tempfile.TemporaryDirectory(prefix="gpu-admission-config-") as tmp:
+        result = asyncio.run(run(args.seconds, args.rate, Path(tmp)))
+    result["machine"] = quiet
+    path = common.save("config_garbage", result)
+    print(f"{result['file_versions_written']} versions ({result['broken_versions_written']} broken) in "
+          f"{args.seconds:.0f} s; {result['answers_checked']} answers checked, "
+          f"{result['answers_against_the_last_good_policy']} against the last good policy; calls "
+          f"{result['summary']['outcomes']}; readyz reported every broken file: "
+          f"{result['readyz_reported_every_broken_file']} -> {path}")
+
+
+if __name__ == "__main__":
+    main()

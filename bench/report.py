@@ -1,0 +1,306 @@
+"""Targets (PASS/FAIL with the measured ratio), latency CDF plots and BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+MIB = 1.0
+
+# ----------------------------------------------------------------------------- targets
+
+
+def _t(name: str, measured: float | None, limit: float, op: str, unit: str, detail: str = "") -> dict[str, Any]:
+    if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+        return {"target": name, "measured": None, "limit": limit, "op": op, "unit": unit, "status": "n/a",
+                "detail": detail}
+    ok = measured <= limit if op == "<=" else measured >= limit if op == ">=" else measured < limit
+    return {"target": name, "measured": measured, "limit": limit, "op": op, "unit": unit,
+            "status": "PASS" if ok else "FAIL", "detail": detail}
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    server = results.get("server")
+    if server:
+        for row in server["summary"]:
+            c, ep = row["connections"], row["endpoint"]
+            a, b = row["gpu-admission"], row["floor"]
+            if c in (1, 8):
+                out.append(_t(f"server p50 /{ep} c={c} <= 1.25x floor", row["p50_ratio"], 1.25, "<=", "x",
+                              f"{a['p50_ms']:.2f} ms vs {b['p50_ms']:.2f} ms"))
+            out.append(_t(f"server throughput /{ep} c={c} >= 0.8x floor", row["rps_ratio"], 0.8, ">=", "x",
+                          f"{a['rps']:.0f} vs {b['rps']:.0f} req/s"))
+        mem = server.get("memory", {}).get("gpu-admission", {})
+        warm, after = mem.get("after_warmup_mib", {}), mem.get("after_requests_mib", {})
+        if after:
+            worst = max(after.values())
+            out.append(_t("RSS per worker <= 80 MiB", worst, 80.0, "<=", "MiB",
+                          "workers: " + ", ".join(f"{v:.1f}" for v in after.values())))
+            growth = max((after[p] - warm[p]) / warm[p] * 100 for p in after if p in warm) if warm else None
+            out.append(_t("RSS growth over 100k requests < 5%", growth, 5.0, "<", "%",
+                          f"{mem.get('requests', 0):,} requests; per worker: " + ", ".join(f"{warm.get(p, math.nan):.1f} -> {after[p]:.1f} MiB"
+                                                     for p in after)))
+    engine = results.get("engine")
+    if engine:
+        pods = engine["summary"].get("pods", {})
+        out.append(_t("engine median per pod object <= 15x JSON floor (worst pod)", pods.get("engine_ratio_worst"),
+                      15.0, "<=", "x", f"median over pods {pods.get('engine_ratio_median', math.nan):.1f}x; "
+                      f"{pods.get('engine_median_us', math.nan):.0f} us vs {pods.get('floor_median_us', math.nan):.0f} us"))
+    check = results.get("check")
+    if check:
+        out.append(_t("check one file <= 0.6 s wall", check["one_file"]["median_s"], 0.6, "<=", "s",
+                      f"median of {check['one_file']['runs']} runs"))
+        out.append(_t(f"check {check['many']['objects']:,} objects >= 2,000 objects/s",
+                      check["many"]["objects_per_s"], 2000.0, ">=", "obj/s",
+                      f"{check['many']['median_s']:.2f} s"))
+    e2e = results.get("e2e")
+    if e2e and e2e.get("summary"):
+        added = e2e["summary"].get("sequential", {}).get("webhook_over_cel_p50_ms")
+        out.append(_t("e2e: webhook adds <= 3 ms p50 over CEL policy (sequential)", added, 3.0, "<=", "ms"))
+    return out
+
+
+def format_target(t: dict[str, Any]) -> str:
+    if t["measured"] is None:
+        return f"n/a   {t['target']}"
+    unit = t["unit"]
+    value = f"{t['measured']:.2f}{'' if unit == 'x' else ' '}{unit}" if unit != "obj/s" else f"{t['measured']:,.0f} obj/s"
+    return f"{t['status']:<4}  {t['target']}: measured {value}" + (f" ({t['detail']})" if t["detail"] else "")
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: dict[str, str] = {}
+
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out_dir / name, dpi=72)
+        plt.close(fig)
+        made[name] = name
+
+    server = results.get("server")
+    if server:
+        for c in server["connections"]:
+            rows = [r for r in server["summary"] if r["connections"] == c]
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for row in rows:
+                for name, style in (("gpu-admission", "-"), ("floor", "--")):
+                    pts = [p for p in row[name]["cdf_ms"] if p[0] > 0]
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                            label=f"{name} /{row['endpoint']} (p50 {row[name]['p50_ms']:.2f} ms)")
+            ax.set_xscale("log")
+            ax.set_xlabel("request latency (ms, log)")
+            ax.set_ylabel("fraction of requests")
+            ax.set_title(f"Server latency CDF, {c} keep-alive connection{'s' if c > 1 else ''} (wrk, TLS)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8, loc="lower right")
+            save(fig, f"server-cdf-c{c}.png")
+    engine = results.get("engine")
+    if engine:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        rows = engine["rows"]
+        for key, label in (("floor_median_us", "json.loads+dumps floor"), ("engine_median_us", "engine.judge"),
+                           ("admission_median_us", "parse+admission+dumps")):
+            vals = sorted(r[key] for r in rows)
+            ax.plot(vals, [(i + 1) / len(vals) for i in range(len(vals))], label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("median time per review (us, log)")
+        ax.set_ylabel("fraction of reviews")
+        ax.set_title(f"Engine: per-object median time over {len(rows)} reviews")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        save(fig, "engine-cdf.png")
+    e2e = results.get("e2e")
+    if e2e and e2e.get("configs"):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for config, data in e2e["configs"].items():
+            for mode, style in (("sequential", "-"), ("concurrent", "--")):
+                pts = data.get(mode, {}).get("cdf_ms")
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                            label=f"{config} {mode} (p50 {data[mode]['p50_ms']:.1f} ms)")
+        ax.set_xscale("log")
+        ax.set_xlabel("pod create latency through kube-apiserver (ms, log)")
+        ax.set_ylabel("fraction of creates")
+        ax.set_title("End to end: pod creation latency")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        save(fig, "e2e-cdf.png")
+    return made
+
+
+# ----------------------------------------------------------------------------- BENCHMARKS.md
+
+
+def _f(x: Any, fmt: str = ".2f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return format(x, fmt)
+
+
+def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | None = None) -> str:
+    lines: list[str] = []
+    add = lines.append
+    meta = results["meta"]
+    add("# gpu-admission benchmarks")
+    add("")
+    add("Generated by `make bench` (`bench/run.py`); do not edit by hand. Raw numbers: "
+        f"`bench/results/{meta['stamp']}/results.json` (a copy in `bench/results/latest/`).")
+    add("These machines are shared and noisy (other jobs run beside the benchmark), so every result is set "
+        "against a floor measured in the same run, interleaved or alternated with it, and the targets are "
+        "ratios; absolute times drift between runs.")
+    if meta.get("quick"):
+        add("")
+        add("**BENCH_QUICK=1 smoke run: counts and durations scaled down, numbers not comparable.**")
+    add("")
+    add("## Targets")
+    add("")
+    add("| status | target | measured | detail |")
+    add("|---|---|---|---|")
+    for t in results["targets"]:
+        unit = t["unit"]
+        m = "n/a" if t["measured"] is None else (f"{t['measured']:,.0f} {unit}" if unit == "obj/s"
+                                                 else f"{t['measured']:.2f}{'x' if unit == 'x' else ' ' + unit}")
+        add(f"| **{t['status']}** | {t['target']} | {m} | {t['detail']} |")
+    add("")
+    if baseline:
+        add("## Before and after the performance fixes")
+        add("")
+        add(f"Before: `bench/results/before.json` (run {baseline['meta']['stamp']}: the code as it was when the "
+            "suite was first run). After: this run. What changed is in *Profiling findings and fixes* below.")
+        add("")
+        add("| target | before | after |")
+        add("|---|---|---|")
+        before = {t["target"]: t for t in baseline.get("targets", [])}
+        for t in results["targets"]:
+            b = before.get(t["target"])
+            add(f"| {t['target']} | {_fmt_t(b)} | {_fmt_t(t)} |")
+        add("")
+    add("## Machine")
+    add("")
+    add("| fact | value |")
+    add("|---|---|")
+    for k, v in meta["machine"].items():
+        add(f"| {k} | {v} |")
+    add(f"| started | {meta['started']} |")
+    add(f"| duration | {meta.get('duration_s', 0):.0f} s |")
+    add("")
+    engine = results.get("engine")
+    if engine:
+        add("## 1. Engine: per-object time against the JSON floor")
+        add("")
+        add(f"{engine['objects']} AdmissionReviews (the `examples/` manifests, the pods their controllers create, "
+            f"and generated variants; pods carry the fields kube-apiserver defaults before webhooks run), "
+            f"{engine['iterations']} timed iterations each, GC off, floor/engine/admission interleaved. "
+            "Floor: `json.dumps(json.loads(review))`. Engine: `engine.judge(object)` (workloads -> inference -> "
+            "policy -> patches). Admission: `review.parse` + `admission.mutate/validate` + `json.dumps` of the "
+            "response (the whole server-side work but HTTP, TLS, logging and metrics). Times are medians over "
+            "objects of each object's median (p99: median over objects of each object's p99).")
+        add("")
+        add("| group | objects | median bytes | floor median | floor p99 | engine median | engine p99 | "
+            "engine / floor (median, worst) | admission median | admission / floor (median, worst) |")
+        add("|---|---|---|---|---|---|---|---|---|---|")
+        for name, s in engine["summary"].items():
+            add(f"| {name} | {s['objects']} | {s['median_bytes']:.0f} | {s['floor_median_us']:.0f} us | "
+                f"{s['floor_p99_us']:.0f} us | {s['engine_median_us']:.0f} us | {s['engine_p99_us']:.0f} us | "
+                f"{s['engine_ratio_median']:.1f}x, {s['engine_ratio_worst']:.1f}x | {s['admission_median_us']:.0f} us | "
+                f"{s['admission_ratio_median']:.1f}x, {s['admission_ratio_worst']:.1f}x |")
+        add("")
+        add(f"![engine CDF]({png_dir}/engine-cdf.png)")
+        add("")
+    server = results.get("server")
+    if server:
+        add("## 2. Server: `gpu-admission serve` against the floor app")
+        add("")
+        add(f"Both under the same gunicorn configuration (`webhook.server.AdmissionServer`: gthread, "
+            f"{server['workers']} workers x {server['threads']} threads, TLS, keep-alive 75 s); the floor app "
+            "(`bench/floor_app.py`) only parses the review and answers allowed. Load: `wrk` with one thread, "
+            "keep-alive HTTPS, POSTing the review mix in turn (`bench/wrk_reviews.lua`); "
+            f"{server['rounds']} alternating A/B runs of {server['seconds_per_run']:.0f} s per cell, medians across runs.")
+        add("")
+        add("| connections | endpoint | gpu-admission req/s | floor req/s | throughput ratio | gpu-admission p50 | "
+            "floor p50 | p50 ratio | gpu-admission p99 | floor p99 | p99 ratio | errors |")
+        add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for row in server["summary"]:
+            a, b = row["gpu-admission"], row["floor"]
+            add(f"| {row['connections']} | /{row['endpoint']} | {a['rps']:.0f} | {b['rps']:.0f} | {_f(row['rps_ratio'])} | "
+                f"{a['p50_ms']:.2f} ms | {b['p50_ms']:.2f} ms | {_f(row['p50_ratio'])} | {a['p99_ms']:.2f} ms | "
+                f"{b['p99_ms']:.2f} ms | {_f(row['p99_ratio'])} | {a['errors']} / {b['errors']} |")
+        add("")
+        for c in server["connections"]:
+            add(f"![server CDF, {c} connections]({png_dir}/server-cdf-c{c}.png)")
+        add("")
+        mem = server.get("memory", {})
+        add("## 3. Memory: RSS per worker")
+        add("")
+        add("| server | after warm-up (MiB per worker) | after more requests (MiB per worker) | requests | growth |")
+        add("|---|---|---|---|---|")
+        for name, m in mem.items():
+            warm, after = m.get("after_warmup_mib", {}), m.get("after_requests_mib", {})
+            growth = ", ".join(f"{(after[p] - warm[p]) / warm[p] * 100:+.1f}%" for p in after if p in warm) or "-"
+            add(f"| {name} | {', '.join(f'{v:.1f}' for v in warm.values())} | "
+                f"{', '.join(f'{v:.1f}' for v in after.values()) or '-'} | {m.get('requests', '-')} | {growth} |")
+        add("")
+    check = results.get("check")
+    if check:
+        o, m = check["one_file"], check["many"]
+        add("## 4. CI use: `gpu-admission check`")
+        add("")
+        add(f"Process start to exit, timed with {check['tool']}.")
+        add("")
+        add("| run | median wall | objects/s | floors for context |")
+        add("|---|---|---|---|")
+        add(f"| `check {o['file']}` ({o['runs']} runs) | {o['median_s']:.3f} s | - | python startup "
+            f"{o['python_startup_median_s']:.3f} s; python + PyYAML C loader of the file {o['yaml_read_median_s']:.3f} s |")
+        add(f"| `check` on {m['objects']:,} generated objects ({m['runs']} runs) | {m['median_s']:.2f} s | "
+            f"{m['objects_per_s']:,.0f} | reading the same YAML with PyYAML's C loader {m['yaml_read_median_s']:.2f} s |")
+        add("")
+    e2e = results.get("e2e")
+    if e2e:
+        add("## 5. End to end: pod creation through kube-apiserver")
+        add("")
+        if e2e.get("error"):
+            add(f"Not run: {e2e['error']}")
+        else:
+            add(" ".join(e2e.get("description", "").split()))
+            add("")
+            add("| configuration | sequential p50 | sequential p99 | 8 concurrent p50 | 8 concurrent p99 | "
+                "8 concurrent creates/s |")
+            add("|---|---|---|---|---|---|")
+            for config, d in e2e["configs"].items():
+                s, c = d.get("sequential", {}), d.get("concurrent", {})
+                add(f"| {config} | {_f(s.get('p50_ms'))} ms | {_f(s.get('p99_ms'))} ms | {_f(c.get('p50_ms'))} ms | "
+                    f"{_f(c.get('p99_ms'))} ms | {_f(c.get('rate_per_s'), '.0f')} |")
+            add("")
+            add("| added latency (p50) | sequential | 8 concurrent |")
+            add("|---|---|---|")
+            su = e2e["summary"]
+            for key, label in (("cel_over_none_p50_ms", "(b) CEL policy over (a) none"),
+                               ("webhook_over_none_p50_ms", "(c) gpu-admission over (a) none"),
+                               ("webhook_over_cel_p50_ms", "(c) gpu-admission over (b) CEL")):
+                add(f"| {label} | {_f(su['sequential'].get(key))} ms | {_f(su['concurrent'].get(key))} ms |")
+            add("")
+            add(f"![e2e CDF]({png_dir}/e2e-cdf.png)")
+        add("")
+    notes = results.get("notes")
+    if notes:
+        add(notes.rstrip())
+        add("")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_t(t: dict[str, Any] | None) -> str:
+    if not t or t["measured"] is None:
+        return "n/a"
+    unit = t["unit"]
+    m = f"{t['measured']:,.0f} {unit}" if unit == "obj/s" else f"{t['measured']:.2f}{'x' if unit == 'x' else ' ' + unit}"
+    return f"{m} {t['status']}"

@@ -1,0 +1,122 @@
+"""``make bench``: every benchmark in one run, then targets, plots and BENCHMARKS.md.
+
+    python -m bench.run [--phases engine,server,check,e2e] [--baseline RESULTS.json] [--no-markdown]
+
+Writes ``bench/results/<UTC stamp>/`` (results.json + PNG CDFs), copies it to ``bench/results/latest/``
+and regenerates ``BENCHMARKS.md``. ``BENCH_QUICK=1`` scales counts and durations down (smoke run).
+``--baseline`` adds a before/after table against an earlier results.json. The notes of
+``bench/NOTES.md`` (profiling findings and fixes) are appended to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import common, report
+
+RESULTS = common.ROOT / "bench" / "results"
+PHASES = ("engine", "server", "check", "e2e")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.run")
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--baseline", type=Path, default=None, help="an earlier results.json for before/after")
+    parser.add_argument("--label", default="", help="suffix of the results directory (e.g. before)")
+    parser.add_argument("--no-markdown", action="store_true", help="do not regenerate BENCHMARKS.md")
+    parser.add_argument("--render-only", action="store_true",
+                        help="only rewrite BENCHMARKS.md from bench/results/latest (with bench/NOTES.md)")
+    args = parser.parse_args(argv)
+    if args.render_only:
+        results = json.loads((RESULTS / "latest" / "results.json").read_text())
+        notes = common.ROOT / "bench" / "NOTES.md"
+        results["notes"] = notes.read_text() if notes.exists() else ""
+        (RESULTS / "latest" / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        report.plots({k: v for k, v in results.items() if not (isinstance(v, dict) and "error" in v)},
+                     RESULTS / "latest")
+        baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+        (common.ROOT / "BENCHMARKS.md").write_text(report.markdown(results, "bench/results/latest", baseline))
+        log("wrote BENCHMARKS.md")
+        return 0
+    phases = [p for p in args.phases.split(",") if p]
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ") + (f"-{args.label}" if args.label else "")
+    out = RESULTS / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"meta": {"stamp": stamp, "started": started.isoformat(timespec="seconds"),
+                                        "quick": common.quick(), "phases": phases,
+                                        "machine": common.machine_facts()}}
+    t0 = time.monotonic()
+    failed: list[str] = []
+    for phase in phases:
+        log(f"== {phase}")
+        p0 = time.monotonic()
+        try:
+            if phase == "engine":
+                from bench import engine_bench
+                results["engine"] = engine_bench.run()
+                for name, s in results["engine"]["summary"].items():
+                    log(f"  {name}: engine {s['engine_median_us']:.0f} us vs floor {s['floor_median_us']:.0f} us "
+                        f"(ratio median {s['engine_ratio_median']:.1f}x, worst {s['engine_ratio_worst']:.1f}x)")
+            elif phase == "server":
+                from bench import server_bench
+                results["server"] = server_bench.run(log=log)
+            elif phase == "check":
+                from bench import check_bench
+                results["check"] = check_bench.run()
+                log(f"  one file {results['check']['one_file']['median_s']:.3f} s; "
+                    f"{results['check']['many']['objects_per_s']:.0f} objects/s")
+            elif phase == "e2e":
+                from bench import e2e_latency
+                results["e2e"] = e2e_latency.run(log=log)
+        except Exception as exc:  # noqa: BLE001 - one failed phase must not lose the others
+            failed.append(phase)
+            log(f"  {phase} FAILED: {exc}")
+            results[phase] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        log(f"  ({time.monotonic() - p0:.0f} s)")
+        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    results["meta"]["duration_s"] = time.monotonic() - t0
+    results["targets"] = report.targets({k: v for k, v in results.items() if not (isinstance(v, dict) and "error" in v
+                                                                                   and k != "e2e")})
+    results["pngs"] = report.plots({k: v for k, v in results.items() if not (isinstance(v, dict) and "error" in v)}, out)
+    notes = common.ROOT / "bench" / "NOTES.md"
+    if notes.exists():
+        results["notes"] = notes.read_text()
+    for run in results.get("server", {}).get("runs", []):
+        run.pop("percentiles_ms", None)  # the summary keeps the median CDF; keeps results.json small
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    log("== targets")
+    for t in results["targets"]:
+        log("  " + report.format_target(t))
+    latest = RESULTS / "latest"
+    if not args.label:
+        if latest.exists():
+            shutil.rmtree(latest)
+        shutil.copytree(out, latest)
+    if not args.no_markdown:
+        baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+        md = report.markdown(results, "bench/results/latest" if not args.label else f"bench/results/{stamp}",
+                             baseline)
+        (common.ROOT / "BENCHMARKS.md").write_text(md)
+        log("wrote BENCHMARKS.md")
+    log(f"results: {out.relative_to(common.ROOT)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

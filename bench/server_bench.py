@@ -1,0 +1,221 @@
+"""2. Server and 3. memory: the real ``gpu-admission serve`` against the floor app, both under the
+same gunicorn/TLS configuration, loaded with ``wrk`` (keep-alive HTTPS, 1 thread: wrk shares the 2
+cores with the servers) at 1, 8 and 32 connections on ``/mutate`` and ``/validate``, in alternating
+A/B runs (A B A B ...), medians across runs.
+
+Both servers listen on random free loopback ports at the same time (the idle one costs nothing
+measurable: its workers sleep in poll). Memory: VmRSS of each worker (the children of the master)
+after warm-up and after 100k more requests.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import common, corpus
+
+ROOT = common.ROOT
+LUA = Path(__file__).with_name("wrk_reviews.lua")
+CONNECTIONS = (1, 8, 32)
+ENDPOINTS = ("mutate", "validate")
+SERVERS = ("gpu-admission", "floor")
+
+
+@dataclass
+class Running:
+    name: str
+    proc: subprocess.Popen
+    port: int
+    stderr: Path
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/"
+
+    def workers(self) -> list[int]:
+        return common.children(self.proc.pid)
+
+    def rss_mib(self) -> dict[str, float]:
+        out = {}
+        for pid in self.workers():
+            kib = common.rss_kib(pid)
+            if kib is not None:
+                out[str(pid)] = kib / 1024
+        return out
+
+
+def _certs(work: Path) -> Path:
+    from webhook import certs
+
+    out = work / "certs"
+    certs.write(certs.issue(service="gpu-admission", namespace="gpu-admission", ips=["127.0.0.1"]), out)
+    return out
+
+
+def _ready(server: Running, ca: Path) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=2)
+    try:
+        conn.request("GET", "/readyz")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def start(name: str, certs_dir: Path, work: Path) -> Running:
+    port = common.free_port()
+    cert, key = certs_dir / "tls.crt", certs_dir / "tls.key"
+    bind = f"127.0.0.1:{port}"
+    if name == "gpu-admission":
+        exe = Path(sys.executable).with_name("gpu-admission")
+        argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "webhook"]
+        argv += ["serve", "--cert", str(cert), "--key", str(key), "--bind", bind]
+    else:
+        argv = [sys.executable, "-m", "bench.floor_app", "--cert", str(cert), "--key", str(key), "--bind", bind]
+    run_dir = work / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update(TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
+    stderr = run_dir / "stderr.log"
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr.open("wb"), start_new_session=True)
+    server = Running(name, proc, port, stderr)
+    ok = common.wait_until(lambda: proc.poll() is not None or (_ready(server, certs_dir / "ca.crt")
+                                                               and len(server.workers()) >= 2), 60, 0.2)
+    if not ok or proc.poll() is not None:
+        common.stop_process(proc)
+        raise RuntimeError(f"{name} did not start:\n{stderr.read_text()[-3000:]}")
+    return server
+
+
+def request_files(work: Path, variants: int) -> dict[str, Path]:
+    items = corpus.items(variants=variants)
+    files: dict[str, Path] = {}
+    sets = {"mutate": [i for i in items if i.endpoint == "mutate"],
+            "validate": [i for i in items if i.endpoint == "validate"], "mixed": items}
+    for name, chosen in sets.items():
+        path = work / f"requests-{name}.tsv"
+        path.write_text("".join(f"/{i.endpoint}\t{i.body.decode()}\n" for i in chosen))
+        files[name] = path
+    return files
+
+
+def wrk(server: Running, requests: Path, connections: int, seconds: float, out: Path) -> dict[str, Any]:
+    env = dict(os.environ, BENCH_REQUESTS=str(requests), BENCH_OUT=str(out))
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, int(seconds))}s", "--timeout", "5s",
+            "-s", str(LUA), server.url]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 120)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
+    data = json.loads(out.read_text())
+    out.unlink()
+    pct = {p: us / 1000 for p, us in data["percentiles_us"]}
+    errors = sum(data["errors"].values())
+    return {"rps": data["requests"] / (data["duration_us"] / 1e6), "requests": data["requests"],
+            "p50_ms": pct["50"], "p90_ms": pct["90"], "p99_ms": pct["99"], "max_ms": data["latency_max_us"] / 1000,
+            "errors": errors, "error_detail": data["errors"], "percentiles_ms": pct}
+
+
+def run(work: Path | None = None, seconds: float | None = None, rounds: int | None = None,
+        memory_requests: int | None = None, connections: tuple[int, ...] = CONNECTIONS,
+        log=print) -> dict[str, Any]:
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed (make bench installs it with apt-get)")
+    seconds = seconds or common.scaled(10, 2)
+    rounds = rounds or int(common.scaled(3, 1))
+    memory_requests = memory_requests or int(common.scaled(100_000, 5_000))
+    own_work = work is None
+    work = work or Path(tempfile.mkdtemp(prefix="gpu-admission-bench-"))
+    certs_dir = _certs(work)
+    files = request_files(work, int(common.scaled(60, 20)))
+    servers: dict[str, Running] = {}
+    result: dict[str, Any] = {"seconds_per_run": seconds, "rounds": rounds, "wrk_threads": 1,
+                              "workers": 2, "threads": 8, "connections": list(connections), "runs": []}
+    try:
+        for name in SERVERS:
+            servers[name] = start(name, certs_dir, work)
+        log(f"  servers up: " + ", ".join(f"{s.name} :{s.port} workers {s.workers()}" for s in servers.values()))
+        for s in servers.values():  # warm-up: imports, caches, TLS sessions, both workers
+            wrk(s, files["mixed"], 8, common.scaled(4, 1), work / "warm.json")
+        memory: dict[str, Any] = {name: {"after_warmup_mib": s.rss_mib()} for name, s in servers.items()}
+        log(f"  RSS after warm-up: {memory}")
+        real = servers["gpu-admission"]
+        t0 = time.monotonic()
+        sent = errors = 0
+        rps = 500.0
+        while sent < memory_requests:  # wrk has no request count: chunks of at most 20 s until N are served
+            chunk = min(20.0, max(1.0, (memory_requests - sent) / rps))
+            load = wrk(real, files["mixed"], 8, chunk, work / "mem.json")
+            sent += load["requests"]
+            errors += load["errors"]
+            rps = max(load["rps"], 1.0)
+        elapsed = time.monotonic() - t0
+        memory["gpu-admission"].update(after_requests_mib=real.rss_mib(), requests=sent, seconds=round(elapsed, 1),
+                                       rps=sent / elapsed, errors=errors)
+        log(f"  RSS after {sent} requests: {memory['gpu-admission']['after_requests_mib']}")
+        result["memory"] = memory
+        for conns in connections:
+            for endpoint in ENDPOINTS:
+                for r in range(rounds):
+                    for name in SERVERS:  # A B A B ...
+                        m = wrk(servers[name], files[endpoint], conns, seconds, work / "run.json")
+                        m.update(server=name, endpoint=endpoint, connections=conns, round=r)
+                        result["runs"].append(m)
+                        log(f"  c={conns:<2} {endpoint:<8} round {r} {name:<13} {m['rps']:7.0f} req/s "
+                            f"p50 {m['p50_ms']:.2f} ms p99 {m['p99_ms']:.2f} ms errors {m['errors']}")
+        for name, s in servers.items():
+            if s.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited during the benchmark: {s.stderr.read_text()[-3000:]}")
+    finally:
+        for s in servers.values():
+            common.stop_process(s.proc)
+        tails = {name: s.stderr.read_text(errors="replace")[-2000:] for name, s in servers.items()}
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+    result["stderr_tails"] = {k: [line for line in v.splitlines() if '"error"' in line or "Traceback" in line][-5:]
+                              for k, v in tails.items()}
+    result["summary"] = summarize(result["runs"])
+    return result
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    keys = sorted({(r["connections"], r["endpoint"]) for r in runs}, key=lambda k: (k[0], ENDPOINTS.index(k[1])))
+    for conns, endpoint in keys:
+        row: dict[str, Any] = {"connections": conns, "endpoint": endpoint}
+        for name in SERVERS:
+            rs = [r for r in runs if r["connections"] == conns and r["endpoint"] == endpoint and r["server"] == name]
+            pcts = sorted(rs[0]["percentiles_ms"], key=float) if rs else []
+            row[name] = {
+                "runs": len(rs), "rps": common.median(r["rps"] for r in rs),
+                "p50_ms": common.median(r["p50_ms"] for r in rs), "p99_ms": common.median(r["p99_ms"] for r in rs),
+                "errors": sum(r["errors"] for r in rs),
+                "cdf_ms": [(common.median(r["percentiles_ms"][p] for r in rs), float(p) / 100) for p in pcts],
+            }
+        a, b = row["gpu-admission"], row["floor"]
+        row["p50_ratio"] = a["p50_ms"] / b["p50_ms"] if b["p50_ms"] else None
+        row["p99_ratio"] = a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+        row["rps_ratio"] = a["rps"] / b["rps"] if b["rps"] else None
+        rows.append(row)
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover
+    res = run()
+    for row in res["summary"]:
+        print(row["connections"], row["endpoint"], f"p50x {row['p50_ratio']:.2f} rpsx {row['rps_ratio']:.2f}",
+              f"{row['gpu-admission']['rps']:.0f} vs {row['floor']['rps']:.0f} req/s")
+    print(json.dumps(res["memory"], indent=1))

@@ -1,0 +1,132 @@
+"""Load shedding (``webhook.overload``): a review that waited longer than ``max_queue_age`` for a worker
+thread is refused with 503 instead of judged after kube-apiserver has given up on it.
+
+In process the worker's stamp is simulated through the WSGI environ; the live test shows the real
+gunicorn worker stamping requests that queue behind a busy thread. The figures under 3x overload are
+in RELIABILITY.md (``bench/reliability/overload.py``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from test_server_live import (  # noqa: F401 - fixtures
+    StartServer, encode, pki, request_json, review as live_review, run_serve, start_server, vllm_pod,
+    wait_ready, wait_workers,
+)
+from webhook import settings as settings_mod
+from webhook.app import create_app
+from webhook.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
+
+TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
+
+
+def post(client: Any, path: str, waited: float | None) -> Any:
+    environ = {QUEUED_AT: time.monotonic() - waited} if waited is not None else {}
+    return client.post(path, json=live_review(TP4_L40S, uid="uid-q"), environ_base=environ)
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate", "/validate/audit"])
+def test_a_review_that_waited_too_long_is_refused_with_503(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(settings_mod.default())
+    client = app.test_client()
+    with caplog.at_level(logging.INFO, logger="gpu_admission"):
+        resp = post(client, path, DEFAULT_MAX_QUEUE_AGE + 0.5)
+    assert resp.status_code == 503 and "Retry-After" not in resp.headers  # client-go would retry it
+    assert "overloaded" in resp.get_json()["error"] and "failurePolicy" in resp.get_json()["error"]
+    assert not [r for r in caplog.records if getattr(r, "event", None) == "decision"], "a shed review was judged"
+    assert [r for r in caplog.records if getattr(r, "event", None) == "shed"]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'gpu_admission_errors_total{status="503"} 1.0' in metrics
+
+
+def test_a_fresh_review_is_judged_and_its_wait_logged(caplog: pytest.LogCaptureFixture) -> None:
+    client = create_app(settings_mod.default()).test_client()
+    with caplog.at_level(logging.INFO, logger="gpu_admission"):
+        resp = post(client, "/validate", 0.2)
+    assert resp.status_code == 200 and resp.get_json()["response"]["allowed"] is False
+    (decision,) = [r for r in caplog.records if getattr(r, "event", None) == "decision"]
+    assert 150 <= decision.fields["queued_ms"] < 2000
+
+
+def test_shedding_off_and_without_a_stamp() -> None:
+    never = create_app(settings_mod.default(), max_queue_age=0).test_client()
+    assert post(never, "/validate", 30).status_code == 200
+    default = create_app(settings_mod.default()).test_client()
+    assert post(default, "/validate", None).status_code == 200  # no worker stamp (tests, other servers)
+
+
+def test_health_endpoints_are_never_shed() -> None:
+    client = create_app(settings_mod.default()).test_client()
+    environ = {QUEUED_AT: time.monotonic() - 60}
+    assert client.get("/healthz", environ_base=environ).status_code == 200
+    assert client.get("/readyz", environ_base=environ).status_code == 200
+
+
+def test_serve_rejects_a_bad_max_queue_age(pki: Any) -> None:
+    done, _ = run_serve("--cert", str(pki.cert_file), "--key", str(pki.key_file), "--max-queue-age", "-1")
+    assert done.returncode == 2 and "--max-queue-age" in done.stderr
+
+
+def test_the_real_worker_stamps_queued_requests(start_server: StartServer) -> None:
+    """One worker, one thread, a 0.1 s limit and 24 clients at once with a heavy review: the ones
+    that queue behind the others are refused at once; none is judged after waiting past the limit."""
+    server = start_server("--workers", "1", "--threads", "1", "--max-queue-age", "0.1", wait=False)
+    wait_ready(server)
+    wait_workers(server, 1)
+    heavy = encode(live_review(vllm_pod("--tensor-parallel-size", "4", containers=60), uid="uid-heavy"))
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        conn = server.connection(timeout=30)
+        try:
+            status, _doc, resp = request_json(conn, "POST", "/validate", heavy)
+            with lock:
+                statuses.append(status)
+                if status == 503:
+                    assert resp.getheader("Retry-After") is None
+        except (OSError, http.client.HTTPException) as exc:  # pragma: no cover - reported below
+            with lock:
+                statuses.append(-1)
+                print(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(set(statuses)) == [200, 503], statuses
+    decisions = [json.loads(line) for line in server.stderr().splitlines() if '"event":"decision"' in line]
+    judged = [d for d in decisions if d["uid"] == "uid-heavy"]
+    assert len(judged) == statuses.count(200)
+    assert all(d["queued_ms"] <= 100 for d in judged), [d["queued_ms"] for d in judged]
+    assert '"event":"shed"' in server.stderr()
+
+
+def test_a_connection_idle_before_its_first_request_is_not_shed(start_server: StartServer) -> None:
+    """Go's transport may dial a connection and keep it idle before writing a request on it: the time
+    before the request is not time spent waiting for a thread, so such a request is judged."""
+    server = start_server("--max-queue-age", "0.2")
+    sock = server.tls_socket()
+    try:
+        time.sleep(1.0)  # connected and handshaken, nothing sent yet
+        body = encode(live_review(TP4_L40S, uid="uid-late"))
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:300]
+    assert b'"uid":"uid-late"' in data

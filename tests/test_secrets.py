@@ -1,0 +1,258 @@
+"""Secrets never leave the pod spec: planted credentials in env values, secret-named variables,
+token-looking args, annotations, node names and GPU quantities never come back in a response
+(status message, warnings, audit annotations, HTTP error bodies), in a log line (in process through
+the JSON formatter, and on the stderr of a real ``gpu-admission serve`` at debug level), or in the
+``check``/``explain`` output.
+
+What counts as a secret: the value of a secret-named env variable (``HF_TOKEN``, ``*_API_KEY``,
+``*PASSWORD*``, ... as ``container_env.is_secret_name`` says) and any string shaped like a
+well-known credential (``webhook.redaction.TOKEN_RE``), wherever it is written. A model name taken
+from a plain variable (``MODEL_ID``) is echoed on purpose: it is the point of the message.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from test_server_live import (  # noqa: F401 - fixtures
+    StartServer, encode, pki, request_json, start_server,
+)
+from webhook import admission, cli, settings as settings_mod
+from webhook.app import create_app
+from webhook.logs import JsonFormatter
+from webhook.redaction import REDACTED, redact
+
+KEY = "nvidia.com/gpu.product"
+SECRETS = {
+    "hf": "hf_PlantedAbCdEfGhIjKlMnOpQrStUvWxYz0123",
+    "openai": "sk-proj-PlantedZz9yX8wV7uT6sR5qP4oN3mL2kJ1i",
+    "anthropic": "sk-ant-api03-PlantedQwErTyUiOpAsDfGhJkL0987",
+    "github": "ghp_Planted1234567890abcdefghijABCDEFGHIJ",
+    "github-fine": "github_pat_11PLANTED0123456789_abcdefghijklmnopqrstuvwxyzABCDEF",
+    "gitlab": "glpat-PlantedXyZ0123456789abcd",
+    "ngc": "nvapi-PlantedQWERTYuiop1234567890asdfghjklZX",
+    "aws-id": "AKIAPLANTED000EXAMPL",
+    "slack": "xoxb-1234567890-PlantedToken",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.PlantedSignature0123456789ab",
+    "password": "Pl@nted-Passw0rd!-not-token-shaped",
+    "aws-secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDKEY",
+}
+PEM = "-----BEGIN PRIVATE KEY-----"
+
+
+def secret_env() -> list[dict[str, Any]]:
+    return [{"name": "HF_TOKEN", "value": SECRETS["hf"]}, {"name": "OPENAI_API_KEY", "value": SECRETS["openai"]},
+            {"name": "ANTHROPIC_API_KEY", "value": SECRETS["anthropic"]},
+            {"name": "GITHUB_PAT", "value": SECRETS["github"]}, {"name": "GL_TOKEN", "value": SECRETS["gitlab"]},
+            {"name": "NGC_API_KEY", "value": SECRETS["ngc"]}, {"name": "AWS_ACCESS_KEY_ID", "value": SECRETS["aws-id"]},
+            {"name": "AWS_SECRET_ACCESS_KEY", "value": SECRETS["aws-secret"]},
+            {"name": "SLACK_BOT_TOKEN", "value": SECRETS["slack"]}, {"name": "SESSION_JWT", "value": SECRETS["jwt"]},
+            {"name": "DB_PASSWORD", "value": SECRETS["password"]},
+            {"name": "TLS_PRIVATE_KEY", "value": PEM + "\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"}]
+
+
+def pod(command: list[Any], *, env: list[dict[str, Any]] | None = None, gpus: Any = 4,
+        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+        image: str = "vllm/vllm-openai:v0.10.1", with_secret_env: bool = True, **spec: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "srv", "image": image, "env": (env or []) + (secret_env() if with_secret_env else []),
+                         "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    if command:
+        c["command"] = command
+    meta: dict[str, Any] = {"name": "p", "namespace": "ai"}
+    if annotations:
+        meta["annotations"] = annotations
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [c], **spec}}
+
+
+S = SECRETS
+LLAMA = "meta-llama/Llama-3.1-70B-Instruct"
+PODS = {
+    "env-only": pod(["vllm", "serve", LLAMA, "-tp", "4"], nodeSelector={KEY: "NVIDIA-L40S"}),
+    "api-key-args": pod(["vllm", "serve", LLAMA, "-tp", "4", "--api-key", S["openai"], "--hf-token", S["hf"]],
+                        nodeSelector={KEY: "NVIDIA-L40S"}),
+    "api-key-equals": pod(["vllm", "serve", LLAMA, "-tp", "4", f"--api-key={S['openai']}", f"--hf-token={S['hf']}"]),
+    "token-as-model": pod(["vllm", "serve", S["hf"], "-tp", "4"]),
+    "token-as-model-no-env": pod(["vllm", "serve", S["hf"], "-tp", "4"], with_secret_env=False),
+    "token-as-model-flag": pod(["vllm", "serve", "--model", S["github"], "-tp", "8"]),
+    "tokens-in-value-flags": pod(["vllm", "serve", "m", "-tp", S["jwt"], "--dtype", S["gitlab"],
+                                  "--quantization", S["ngc"], "--kv-cache-dtype", S["slack"]]),
+    "sh-script": pod(["sh", "-c", f"export HF_TOKEN={S['hf']}; OPENAI_API_KEY={S['openai']} vllm serve {LLAMA} "
+                                  f"-tp $TP --api-key {S['openai']} --served-model-name {S['aws-id']}"],
+                     env=[{"name": "TP", "value": S["jwt"]}]),
+    "secret-value-as-model": pod(["vllm", "serve", "$(MODEL)", "-tp", "4"],
+                                 env=[{"name": "MODEL", "value": S["aws-secret"]}]),
+    "secret-ref-expanded": pod(["vllm", "serve", "$(HF_TOKEN)", "--tensor-parallel-size", "$(DB_PASSWORD)"]),
+    "valuefrom-token-shaped-names": pod(["vllm", "serve", "$(M)", "-tp", "$(TP)"], env=[
+        {"name": "M", "valueFrom": {"secretKeyRef": {"name": S["github"].lower(), "key": S["aws-id"]}}},
+        {"name": "TP", "valueFrom": {"configMapKeyRef": {"name": "c", "key": S["ngc"]}}}]),
+    "tgi-env": pod([], image="ghcr.io/huggingface/text-generation-inference:2.4", env=[
+        {"name": "MODEL_ID", "value": S["hf"]}, {"name": "NUM_SHARD", "value": S["openai"]},
+        {"name": "HUGGING_FACE_HUB_TOKEN", "value": S["hf"]}]),
+    "annotations": pod(["vllm", "serve", "m"], annotations={
+        "gpu-admission.io/model": S["github"], "gpu-admission.io/params": S["openai"],
+        "gpu-admission.io/tier": S["ngc"], "gpu-admission.io/tensor-parallel": S["jwt"],
+        "gpu-admission.io/mode": S["password"], "gpu-admission.io/group-size": S["aws-id"]}),
+    "annotation-equals-secret-env": pod(["vllm", "serve", "m", "-tp", "4"], annotations={
+        "gpu-admission.io/params": S["password"], "gpu-admission.io/model": S["aws-secret"]}),
+    "node-name": pod(["vllm", "serve", LLAMA, "-tp", "4"], nodeName=S["github"].lower()),
+    "gpu-quantity": pod(["vllm", "serve", LLAMA], gpus=S["openai"]),
+    "group-label": pod(["vllm", "serve", LLAMA, "-tp", "4"], labels={"gpu-admission.io/group": S["slack"]}),
+    "pin-value": pod(["vllm", "serve", LLAMA, "-tp", "4"], nodeSelector={KEY: S["hf"]}),
+}
+ENDPOINTS = ("/mutate", "/validate", "/validate/audit")
+
+
+def review(obj: Any, uid: str = "uid-secrets", dry_run: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "p", "namespace": "ai",
+        "operation": "CREATE", "userInfo": {"username": "alice"}, "object": obj, "dryRun": dry_run}}
+
+
+def leaks(text: str) -> list[str]:
+    """Planted secrets found in ``text`` (also lower-cased, as node and label values are)."""
+    low = text.lower()
+    found = [name for name, value in SECRETS.items() if value in text or value.lower() in low]
+    return found + (["pem"] if PEM in text else [])
+
+
+def emitted(response: dict[str, Any]) -> str:
+    """What a response says to people and logs: everything but the patch (which goes into the pod)."""
+    return json.dumps({k: v for k, v in response.items() if k not in ("patch",)})
+
+
+def env_secret_in_patch(response: dict[str, Any]) -> list[str]:
+    """A patch must never copy an env secret anywhere either."""
+    if "patch" not in response:
+        return []
+    text = base64.b64decode(response["patch"]).decode()
+    env_values = {k: v for k, v in SECRETS.items()}
+    return [k for k, v in env_values.items() if v in text]
+
+
+@pytest.fixture()
+def log_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    caplog.set_level(logging.DEBUG, logger="gpu_admission")
+    return []
+
+
+def formatted(caplog: pytest.LogCaptureFixture) -> str:
+    fmt = JsonFormatter()
+    return "\n".join(fmt.format(r) for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", list(PODS))
+def test_no_secret_in_any_response_or_log_line(name: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="gpu_admission")
+    client = create_app(settings_mod.default()).test_client()
+    for endpoint in ENDPOINTS:
+        for dry_run in (False, True):
+            resp = client.post(endpoint, json=review(PODS[name], dry_run=dry_run))
+            assert resp.status_code == 200
+            r = resp.get_json()["response"]
+            assert leaks(emitted(r)) == [], (endpoint, emitted(r)[:1500])
+            assert env_secret_in_patch(r) == [] or name in ("group-label", "pin-value"), r
+    assert caplog.records, "no decision was logged"
+    assert leaks(formatted(caplog)) == []
+
+
+def test_the_redaction_is_visible_where_a_token_was_quoted() -> None:
+    """Not silently dropped: the message still says what is wrong, with the token replaced."""
+    client = create_app(settings_mod.default()).test_client()
+    r = client.post("/validate", json=review(PODS["token-as-model-no-env"])).get_json()["response"]
+    assert REDACTED in r["status"]["message"] and r["auditAnnotations"]["model"] == REDACTED
+    r = client.post("/validate", json=review(PODS["annotation-equals-secret-env"])).get_json()["response"]
+    assert f"gpu-admission.io/params='{REDACTED}'" in r["status"]["message"]
+
+
+def test_bad_request_errors_do_not_echo_tokens() -> None:
+    client = create_app(settings_mod.default()).test_client()
+    body = review(PODS["env-only"])
+    body["kind"] = S["hf"]
+    resp = client.post("/validate", json=body)
+    assert resp.status_code == 400 and leaks(resp.get_data(as_text=True)) == [] and REDACTED in resp.get_json()["error"]
+    resp = client.post("/validate", data=b"{}", content_type=f"text/{S['openai']}")
+    assert resp.status_code == 400 and leaks(resp.get_data(as_text=True)) == []
+
+
+def test_an_exception_log_line_is_redacted(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A traceback quotes the exception's message, which may quote input: the formatter redacts."""
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise KeyError(f"unexpected model {S['hf']} with key {S['openai']}")
+    monkeypatch.setattr(admission, "validate", boom)
+    caplog.set_level(logging.DEBUG, logger="gpu_admission")
+    client = create_app(settings_mod.default()).test_client()
+    resp = client.post("/validate", json=review(PODS["env-only"]))
+    assert resp.status_code == 500 and leaks(resp.get_data(as_text=True)) == []
+    text = formatted(caplog)
+    assert "Traceback" in text and "unexpected model" in text and leaks(text) == []
+
+
+def test_check_and_explain_output_do_not_echo_tokens(tmp_path: Path) -> None:
+    manifest = tmp_path / "pods.yaml"
+    manifest.write_text(yaml.safe_dump_all([PODS["token-as-model"], PODS["annotations"], PODS["node-name"]]))
+    for argv in (["check", str(manifest), "--output", "json"], ["check", str(manifest), "--output", "junit"],
+                 ["check", str(manifest)], ["explain", str(manifest)]):
+        out, err = io.StringIO(), io.StringIO()
+        cli.main(argv, out=out, err=err)
+        assert out.getvalue() and leaks(out.getvalue() + err.getvalue()) == [], argv
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("model hf_AbCdEfGhIjKlMnOpQrStUvWxYz at TP4", "model [redacted] at TP4"),
+    ("key=sk-proj-AbCdEfGhIjKlMnOpQrStUv.", "key=[redacted]."),
+    ("AKIAABCDEFGHIJKLMNOP,", "[redacted],"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"),  # real names stay
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"),
+    ("mask-rcnn-abcdefghijklmnopqrstuvwxyz", "mask-rcnn-abcdefghijklmnopqrstuvwxyz"),  # sk- inside a word
+    ("HF_TOKEN (model) comes from Secret hf key token", "HF_TOKEN (model) comes from Secret hf key token"),
+])
+def test_redaction_shapes(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def test_redaction_is_linear_on_hostile_text() -> None:
+    import time
+    hostile = ("hf_" + "a" * 19 + " ") * 20_000 + "sk-" * 50_000 + "eyJ" + "a." * 50_000
+    started = time.process_time()
+    redact(hostile)
+    assert time.process_time() - started < 1.0
+
+
+# ----------------------------------------------------------------------------- a real server
+
+
+def test_no_secret_in_a_real_servers_responses_or_stderr(start_server: StartServer) -> None:
+    server = start_server("--log-level", "debug")
+    conn = server.connection()
+    answers: list[str] = []
+    try:
+        for name, obj in PODS.items():
+            for endpoint in ENDPOINTS:
+                status, doc, _ = request_json(conn, "POST", endpoint, encode(review(obj, uid=f"uid-{name}")))
+                assert status == 200, doc
+                answers.append(emitted(doc["response"]))
+        bad = review(PODS["env-only"])
+        bad["apiVersion"] = S["github"]
+        status, doc, _ = request_json(conn, "POST", "/validate", encode(bad))
+        assert status == 400
+        answers.append(json.dumps(doc))
+    finally:
+        conn.close()
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=30)
+    stderr = server.stderr()
+    assert stderr.count('"event":"decision"') >= len(PODS) * 2, stderr[-2000:]
+    assert leaks("\n".join(answers)) == []
+    assert leaks(stderr) == [], [line for line in stderr.splitlines() if leaks(line)][:5]
