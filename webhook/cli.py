@@ -14,6 +14,7 @@ from typing import Sequence, TextIO
 from webhook import engine, inventory_cli, report, settings as settings_mod, sources
 from webhook.inventory import Inventory
 from webhook.explain import render_explain
+from webhook.overload import DEFAULT_MAX_QUEUE_AGE
 from webhook.redaction import redact
 from webhook.settings import MODES, SettingsError
 from webhook.workloads import documents
@@ -87,7 +88,7 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     serve.add_argument("--threads", metavar="N", type=_positive, default=8,
                        help="threads per worker (each holds keep-alive connections from kube-apiserver)")
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
-    serve.add_argument("--max-queue-age", metavar="SECONDS", type=_seconds, default=2.5,
+    serve.add_argument("--max-queue-age", metavar="SECONDS", type=_seconds, default=DEFAULT_MAX_QUEUE_AGE,
                        help="refuse (HTTP 503) a review that waited longer than this for a worker thread, so "
                             "nothing kube-apiserver gave up on is judged; keep it below the webhooks' "
                             "timeoutSeconds (0: never refuse)")

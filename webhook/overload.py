@@ -6,28 +6,57 @@ under overload a request can wait there for seconds, be judged after the apiserv
 so spend CPU on an answer nobody reads while fresher requests queue behind it, which makes the
 backlog grow for as long as the overload lasts and keeps latency high after it ends.
 
-:func:`stamped_worker` makes the worker measure how long each request waited in the thread pool's
-queue (from its connection being accepted, or its keep-alive connection becoming readable, to a thread
-taking it up) and hands the WSGI app ``environ["gpu_admission.queued_at"]``, a ``time.monotonic()``
+:func:`stamped_worker` makes the worker measure how long each request waited before a thread took it
+up: in the thread pool's queue (from its connection being accepted, or its keep-alive connection
+becoming readable) and, from the kernel's ``TCP_INFO``, in the listen backlog or the socket buffer
+before that. It hands the WSGI app ``environ["gpu_admission.queued_at"]``, a ``time.monotonic()``
 instant that far in the past (plus the little time since the thread took it). The app (``webhook.app``) answers
 a review that waited longer than ``max_queue_age`` with HTTP 503 at once (microseconds, no parsing),
 so kube-apiserver applies the failurePolicy, which is the correct outcome for a request it has
-abandoned or is about to, and the worker gets to the fresh requests behind it. The default, 2.5 s,
-leaves half a second of the 3 s for judging and the way back.
+abandoned or is about to, and the worker gets to the fresh requests behind it.
+
+The default, 1 s, is measured (RELIABILITY.md, "Overload"): when the CPU is saturated a review that
+leaves the queue still needs up to a second or two to be judged and answered (16 threads share two
+workers' GILs) and the client has spent part of its 3 s on the connection, so with a 2.5 s limit most
+judged reviews arrived after kube-apiserver had given up; with 1 s they arrive in time. An unloaded
+server queues reviews for milliseconds, so the limit only ever acts under overload.
 """
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from typing import Any, Callable
 
 QUEUED_AT = "gpu_admission.queued_at"
 """WSGI environ key: ``time.monotonic()`` minus the time the request waited for a thread."""
-DEFAULT_MAX_QUEUE_AGE = 2.5
-"""Seconds; kube-apiserver's timeoutSeconds for this webhook is 3."""
+DEFAULT_MAX_QUEUE_AGE = 1.0
+"""Seconds; kube-apiserver's timeoutSeconds for this webhook is 3 (see the module docstring)."""
 
 _current = threading.local()
+_TCP_INFO = getattr(socket, "TCP_INFO", None)
+_LAST_DATA_RECV = struct.Struct("=I")
+_LAST_DATA_RECV_OFFSET = 52
+"""``tcpi_last_data_recv`` (milliseconds since the last data arrived) in Linux's ``struct tcp_info``."""
+
+
+def kernel_wait(sock: Any) -> float | None:
+    """Seconds since data last arrived on ``sock``, from the kernel (Linux ``TCP_INFO``), or None.
+
+    For a connection taken from the listen backlog that is the time since its TLS ClientHello came,
+    so it counts the wait in the kernel's accept queue, which no stamp taken in the worker can see;
+    for a keep-alive connection, the time since its request's bytes came."""
+    if _TCP_INFO is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 104)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if len(info) < _LAST_DATA_RECV_OFFSET + 4:
+        return None
+    return _LAST_DATA_RECV.unpack_from(info, _LAST_DATA_RECV_OFFSET)[0] / 1000.0
 
 
 def _stamp(app: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,29 +69,57 @@ def _stamp(app: Callable[..., Any]) -> Callable[..., Any]:
     return wsgi
 
 
-def stamped_worker(base: Any) -> type:
+def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
     """A subclass of gunicorn worker class ``base`` (a class or gunicorn's dotted name of a gthread
-    worker) that stamps every request with the moment it was queued for a thread."""
+    worker) that stamps every request with the time it waited in the queue for a thread.
+
+    With ``max_queue_age``, a *new* connection that waited longer than that is closed before its TLS
+    handshake: its client has given up or is about to, and the handshake (the dearest part of a new
+    connection) would be spent for nothing, which under overload is what keeps a server from catching
+    up. (A request on an established connection is refused by the app with a 503 instead.)"""
     from gunicorn.util import load_class
 
     base_class = load_class(base) if isinstance(base, str) else base
 
     class QueueAgeWorker(base_class):  # type: ignore[valid-type,misc]
+        _stale_connections = 0
+        _stale_logged = 0.0
+
         def enqueue_req(self, conn: Any) -> None:
             conn.gpu_admission_queued_at = time.monotonic()
             super().enqueue_req(conn)
 
         def handle(self, conn: Any) -> Any:
-            conn.gpu_admission_dequeued_at = time.monotonic()
+            now = time.monotonic()
+            queued = getattr(conn, "gpu_admission_queued_at", None)
+            waited = now - queued if queued is not None else 0.0
+            in_kernel = kernel_wait(conn.sock)
+            if in_kernel is not None and in_kernel > waited:
+                waited = in_kernel  # the accept queue (or the socket buffer) held it before we saw it
+            conn.gpu_admission_waited = waited
+            if max_queue_age and not conn.initialized and waited > max_queue_age:
+                self._close_stale(conn, waited)
+                return False  # gthread then forgets the connection (and closes it again, harmlessly)
             return super().handle(conn)
+
+        def _close_stale(self, conn: Any, waited: float) -> None:
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+            self._stale_connections += 1
+            now = time.monotonic()
+            if now - self._stale_logged >= 1.0:  # one line a second at most
+                self.log.warning("overloaded: %d new connections closed before their TLS handshake "
+                                 "(waited %.1f s for a thread, limit %g s)", self._stale_connections, waited,
+                                 max_queue_age)
+                self._stale_connections, self._stale_logged = 0, now
 
         def handle_request(self, req: Any, conn: Any) -> Any:
             # The wait is the time in the thread pool's queue only: a new connection's TLS handshake and
             # the client's pause before it writes its request (Go's transport may dial a connection it
             # then keeps idle) are not waiting behind other reviews
-            queued = getattr(conn, "gpu_admission_queued_at", None)
-            dequeued = getattr(conn, "gpu_admission_dequeued_at", None)
-            waited = dequeued - queued if queued is not None and dequeued is not None else None
+            waited = getattr(conn, "gpu_admission_waited", None)
             _current.queued_at = time.monotonic() - waited if waited is not None else None
             try:
                 return super().handle_request(req, conn)

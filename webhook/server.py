@@ -166,7 +166,7 @@ class AdmissionServer(BaseApplication):
             "on_starting": lambda _arbiter: logs.configure(o.log_level),
         }
         # every request stamped with the moment it was queued for a thread, for load shedding
-        settings["worker_class"] = overload.stamped_worker(settings["worker_class"])
+        settings["worker_class"] = overload.stamped_worker(settings["worker_class"], o.max_queue_age)
         for key, value in settings.items():
             self.cfg.set(key, value)
 

@@ -22,6 +22,7 @@ No third-party package: asyncio streams, ssl, json.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import math
 import os
@@ -232,13 +233,17 @@ def rss_kib(pid: int) -> int | None:
 @dataclass
 class Result:
     sent: float  # monotonic time the request was due (open loop) or sent (closed loop)
-    latency: float  # seconds until the answer (or the failure)
+    latency: float  # seconds from the moment the client made the call until the answer (or the failure)
     status: int  # HTTP status; 0 = no answer
     outcome: str  # "ok" (200 with the request's uid), "shed" (503), "timeout", "reset", "error:..."
     retried: bool = False
     server: int = 0  # port of the instance that answered
     allowed: bool | None = None  # the review's verdict, when answered
     done: float = 0.0  # monotonic time the answer (or failure) came
+    lag: float = 0.0  # how late the client made the call after it was due (the load generator's own delay)
+
+
+_UID = re.compile(rb'"response":\{"uid":"([^"]*)"')
 
 
 class _Conn:
@@ -273,7 +278,8 @@ class Load:
     goes to a random instance)."""
 
     def __init__(self, ports: Sequence[int], ca: Path, mix: Mix | None = None, *, timeout: float = TIMEOUT,
-                 retry: bool = False, new_connection_every: int = 0, max_idle: int = 256) -> None:
+                 retry: bool = False, new_connection_every: int = 0, max_idle: int = 4096,
+                 max_in_flight: int = 2000) -> None:
         self.ports, self.ctx = list(ports), client_context(ca)
         self.mix = mix or Mix.default()
         self.timeout, self.retry = timeout, retry
@@ -287,6 +293,10 @@ class Load:
         self.check: Callable[[str, int, bytes], str | None] | None = None
         """Optional: (path, status, body) -> an error outcome, or None when the answer is right."""
         self.idle_closed_by_server = 0
+        self.max_in_flight = max_in_flight
+        """Calls on the wire at once (one connection each, HTTP/1.1); more wait for a connection, within
+        their deadline (a client's connection pool is finite)."""
+        self._slots: asyncio.Semaphore | None = None
         self.record_peer = False
         self.peers: dict[bytes, int] = {}
         """DER of each serving certificate seen at a handshake -> handshakes (with ``record_peer``)."""
@@ -300,7 +310,8 @@ class Load:
             self.handshake_failures.append(f"{time.monotonic():.3f} {exc!r}")
             raise _Failure("tls", False) from None
         except (ConnectionRefusedError, ConnectionResetError, OSError) as exc:
-            raise _Failure(f"connect:{type(exc).__name__}", False) from None
+            name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+            raise _Failure(f"connect:{name}", False) from None
         self.handshakes += 1
         if self.record_peer:
             ssl_object = writer.get_extra_info("ssl_object")
@@ -346,41 +357,49 @@ class Load:
             self.idle.append(conn)
         return status, answer, conn.port
 
+    async def _slot_and_once(self, path: str, body: bytes, uid: str, fresh: bool) -> tuple[int, bytes, int]:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        async with self._slots:
+            return await self._once(path, body, uid, fresh)
+
     async def request(self, due: float) -> Result:
+        """One admission call, made now (``due`` is when it was meant to be made): the deadline counts
+        from now, as kube-apiserver's does from the moment it calls; a late start is recorded as ``lag``."""
+        started = time.monotonic()
+        lag = started - due
+        deadline = started + self.timeout
         self.counter += 1
         uid = f"u{self.counter}"
         path, body = self.mix.pick(self.counter, uid)
         retried = False
         while True:
             try:
-                status, answer, port = await asyncio.wait_for(self._once(path, body, uid, fresh=retried),
-                                                              timeout=max(0.001, due + self.timeout - time.monotonic()))
+                status, answer, port = await asyncio.wait_for(
+                    self._slot_and_once(path, body, uid, retried), timeout=max(0.001, deadline - time.monotonic()))
             except asyncio.TimeoutError:
-                return self._done(Result(due, time.monotonic() - due, 0, "timeout", retried))
+                return self._done(Result(due, time.monotonic() - started, 0, "timeout", retried, lag=lag))
             except _Failure as f:
                 # ``retry``: a call that failed at the connection level before any answer byte is
                 # retried once, on a new connection
-                if self.retry and not f.answered_bytes and not retried and time.monotonic() < due + self.timeout:
+                if self.retry and not f.answered_bytes and not retried and time.monotonic() < deadline:
                     retried = True
                     continue
-                return self._done(Result(due, time.monotonic() - due, 0, f.kind, retried))
-            latency = time.monotonic() - due
+                return self._done(Result(due, time.monotonic() - started, 0, f.kind, retried, lag=lag))
+            latency = time.monotonic() - started
             if status == 503:
-                return self._done(Result(due, latency, status, "shed", retried, port))
+                return self._done(Result(due, latency, status, "shed", retried, port, lag=lag))
             if status != 200:
-                return self._done(Result(due, latency, status, f"http-{status}", retried, port))
-            try:
-                response = json.loads(answer)["response"]
-                got, allowed = response["uid"], response["allowed"]
-            except (ValueError, KeyError, TypeError):
-                got, allowed = None, None
-            if got != uid:
-                return self._done(Result(due, latency, status, "bad-answer", retried, port))
+                return self._done(Result(due, latency, status, f"http-{status}", retried, port, lag=lag))
+            m = _UID.search(answer)  # a regex, not json.loads: the generator must stay cheap under overload
+            if m is None or m.group(1).decode() != uid:
+                return self._done(Result(due, latency, status, "bad-answer", retried, port, lag=lag))
+            allowed = b'"allowed":true' in answer
             if self.check is not None:
                 wrong = self.check(path, status, answer)
                 if wrong:
-                    return self._done(Result(due, latency, status, wrong, retried, port, allowed))
-            return self._done(Result(due, latency, status, "ok", retried, port, allowed))
+                    return self._done(Result(due, latency, status, wrong, retried, port, allowed, lag=lag))
+            return self._done(Result(due, latency, status, "ok", retried, port, allowed, lag=lag))
 
     def _done(self, r: Result) -> Result:
         r.done = time.monotonic()
@@ -422,6 +441,108 @@ class Load:
         self.idle.clear()
 
 
+def _child_open_loop(args: tuple[Any, ...], out: Any) -> None:
+    ports, ca, mix, kwargs, rate, seconds, start = args
+    load = Load(ports, ca, mix, **kwargs)
+    results = asyncio.run(load.open_loop(rate, seconds, start))
+    load.close()
+    out.send(([(r.sent, r.latency, r.status, r.outcome, r.retried, r.server, r.allowed, r.done, r.lag)
+               for r in results], load.handshakes, len(load.handshake_failures)))
+    out.close()
+
+
+def open_loop_processes(ports: Sequence[int], ca: Path, rate: float, seconds: float, start: float, *,
+                        processes: int = 2, mix: Mix | None = None, **kwargs: Any) -> tuple[list[Result], int]:
+    """``Load.open_loop`` split over ``processes`` client processes (one asyncio loop cannot make
+    thousands of TLS calls a second on its own), all on the same schedule (CLOCK_MONOTONIC is
+    system-wide). Returns the results and the number of TLS handshakes the clients made."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for i in range(processes):
+        parent, child = ctx.Pipe(duplex=False)
+        # interleaved schedules: process i sends requests i, i+P, i+2P, ... of the overall sequence
+        proc = ctx.Process(target=_child_open_loop, args=(
+            (list(ports), ca, mix, kwargs, rate / processes, seconds, start + i / rate), child))
+        proc.start()
+        child.close()
+        pipes.append(parent)
+        procs.append(proc)
+    results: list[Result] = []
+    handshakes = 0
+    for parent in pipes:
+        rows, hs, _failures = parent.recv()
+        handshakes += hs
+        results.extend(Result(*row) for row in rows)
+    for proc in procs:
+        proc.join(timeout=60)
+    results.sort(key=lambda r: r.sent)
+    return results, handshakes
+
+
+# ----------------------------------------------------------------------------- the Go client
+
+LOADGEN = Path(__file__).resolve().parent / "loadgen"
+
+
+def loadgen_binary() -> Path:
+    """``bench/reliability/loadgen`` built with the local Go toolchain (standard library only, no
+    module download), cached under ~/.cache/gpu-admission and rebuilt when its source changes."""
+    import hashlib
+    import shutil
+
+    source = (LOADGEN / "main.go").read_bytes()
+    out = Path.home() / ".cache" / "gpu-admission" / f"loadgen-{hashlib.sha256(source).hexdigest()[:12]}"
+    if out.exists():
+        return out
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).exists():
+        raise RuntimeError("the high-rate runs need a Go toolchain (go build of bench/reliability/loadgen)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", CGO_ENABLED="0")
+    subprocess.run([go, "build", "-o", str(out), "."], cwd=LOADGEN, env=env, check=True, timeout=600)
+    return out
+
+
+def go_closed_loop(port: int, ca: Path, concurrency: int, seconds: float, *, work: Path | None = None) -> float:
+    """Capacity: answers per second with ``concurrency`` calls in flight back to back (Go client)."""
+    start = time.monotonic() + 0.2
+    results = go_open_loop([port], ca, 1, seconds, start, work=work, concurrency=concurrency)
+    return sum(1 for r in results if r.outcome == "ok") / seconds
+
+
+def go_open_loop(ports: Sequence[int], ca: Path, rate: float, seconds: float, start: float, *,
+                 mix: Mix | None = None, retry: bool = False, work: Path | None = None,
+                 concurrency: int = 0) -> list[Result]:
+    """Open-loop load at ``rate`` from ``start`` (time.monotonic) for ``seconds`` with Go's net/http
+    client (``bench/reliability/loadgen``): what kube-apiserver calls webhooks with, and cheap enough
+    to make thousands of TLS calls a second next to the server on a 2-core machine."""
+    mix = mix or Mix.default()
+    work = work or Path(os.environ.get("TMPDIR", "/tmp"))
+    bodies = work / f"calls-{os.getpid()}.txt"
+    bodies.write_bytes(b"".join(path.encode() + b"\n" + body + b"\n" for path, body in mix.items))
+    start_unix_ns = time.time_ns() + int((start - time.monotonic()) * 1e9)
+    argv = [str(loadgen_binary()), "-ports", ",".join(str(p) for p in ports), "-ca", str(ca), "-bodies", str(bodies),
+            "-rate", str(rate), "-duration", f"{seconds}s", "-start", str(start_unix_ns), "-timeout", f"{TIMEOUT}s"]
+    if retry:
+        argv.append("-retry")
+    if concurrency:
+        argv += ["-concurrency", str(concurrency)]
+    done = subprocess.run(argv, capture_output=True, timeout=seconds + 120)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {done.stderr.decode()[-2000:]}")
+    results = []
+    for line in done.stdout.splitlines():
+        due_ns, lag_ns, latency_ns, status, outcome, allowed = line.split()
+        due = start + int(due_ns) / 1e9
+        lag, latency = int(lag_ns) / 1e9, int(latency_ns) / 1e9
+        results.append(Result(due, latency, int(status), outcome.decode(), outcome.startswith(b"retried-"),
+                              0, allowed == b"true", due + lag + latency, lag))
+    results.sort(key=lambda r: r.sent)
+    return results
+
+
 # ----------------------------------------------------------------------------- statistics
 
 
@@ -444,7 +565,9 @@ def summarize(results: Sequence[Result], seconds: float | None = None) -> dict[s
                            "ok_p99_ms": round(percentile(ok, 99) * 1000, 1) if ok else None,
                            "ok_max_ms": round(max(ok) * 1000, 1) if ok else None,
                            "ok_over_timeout": sum(1 for x in ok if x > TIMEOUT),
-                           "retried": sum(1 for r in results if r.retried)}
+                           "retried": sum(1 for r in results if r.retried),
+                           "client_lag_p99_ms": round(percentile([r.lag for r in results], 99) * 1000, 1)
+                           if results else None}
     if seconds:
         out["ok_per_s"] = round(len(ok) / seconds, 1)
     return out

@@ -1,26 +1,29 @@
 """Overload: 3x the measured maximum throughput for 60 s, open loop, against ``gpu-admission serve``
-(2 workers x 8 threads, as the Deployment runs it), with a kube-apiserver-like client (3 s deadline,
-keep-alive connections, a new one when none is idle).
+(2 workers x 8 threads, as the Deployment runs it). The client is Go's net/http
+(``bench/reliability/loadgen``), as kube-apiserver's: keep-alive HTTP/1.1, 25 idle connections per
+host, a new connection when none is idle, a 3 s deadline per call after which the call is abandoned
+and its connection closed; calls are made on schedule whatever the answers.
 
 Phases: capacity (closed loop, 32 in flight, 15 s) -> baseline (0.3x, 10 s) -> overload (3x, 60 s)
 -> recovery (0.3x, 30 s). What is measured:
-- client side: per second, answered / shed (503) / timed out, and p50/p99 of the answers;
+- client side: per second, answered / shed (503) / timed out, and p50/p99 of the answers; the
+  client's own lag (how late it made its calls) tells whether the generator kept up;
 - server side (its decision log): requests judged although they had waited longer than the webhook
-  timeout before being handled ("answered as if fresh" after the apiserver gave up), and the largest
-  queue wait of a judged request;
+  timeout for a thread ("answered as if fresh" after the apiserver gave up), the longest such wait,
+  and every judged review;
 - memory (RSS of master + workers) every second;
-- recovery: seconds after the overload until the p99 of each second is back under 2x the baseline p99.
+- recovery: seconds after the overload until the p99 of each second stays under 2x the baseline p99.
 
-``python -m bench.reliability.overload [--seconds 60] [--factor 3]``; results in
-``bench/reliability/results/overload.json``.
+``python -m bench.reliability.overload [--seconds 60] [--factor 3] [--label NAME] [-- SERVE ARGS]``;
+results in ``bench/reliability/results/NAME.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,29 +42,31 @@ def decisions(stderr: str) -> list[dict[str, Any]]:
     return out
 
 
-async def run(seconds: float, factor: float, work: Path, extra: list[str]) -> dict[str, Any]:
+def run(seconds: float, factor: float, work: Path, extra: list[str]) -> dict[str, Any]:
     server = common.start_server(work, *extra)
     try:
-        load = common.Load([server.port], server.ca)
-        await load.closed_loop(8, 5)  # warm-up: imports, caches, connections
-        t0 = time.monotonic()
-        cap = await load.closed_loop(32, 15)
-        capacity = sum(1 for r in cap if r.outcome == "ok") / (time.monotonic() - t0)
-        load.close()
+        common.go_closed_loop(server.port, server.ca, 8, 5, work=work)  # warm-up: imports, caches
+        capacity = common.go_closed_loop(server.port, server.ca, 32, 15, work=work)
 
         base_rate, over_rate = 0.3 * capacity, factor * capacity
-        sampler = common.MemorySampler(server)
-        stop = asyncio.Event()
-        start = time.monotonic()
-        mem_task = asyncio.create_task(sampler.run(start, stop))
-        baseline = await load.open_loop(base_rate, 10, start)
-        over_start = start + 10
-        overload = await load.open_loop(over_rate, seconds, over_start)
-        rec_start = time.monotonic()
-        recovery = await load.open_loop(base_rate, 30, rec_start)
+        memory: list[tuple[float, float]] = []
+        stop = threading.Event()
+        start = time.monotonic() + 1.0
+
+        def sample() -> None:
+            while not stop.is_set():
+                memory.append((round(time.monotonic() - start, 1), round(sum(server.rss_mib().values()), 1)))
+                stop.wait(1.0)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        baseline = common.go_open_loop([server.port], server.ca, base_rate, 10, start, work=work)
+        over_start = time.monotonic() + 0.5
+        overload = common.go_open_loop([server.port], server.ca, over_rate, seconds, over_start, work=work)
+        rec_start = time.monotonic() + 0.5
+        recovery = common.go_open_loop([server.port], server.ca, base_rate, 30, rec_start, work=work)
         stop.set()
-        await mem_task
-        load.close()
+        sampler.join()
     finally:
         server.stop()
 
@@ -77,12 +82,13 @@ async def run(seconds: float, factor: float, work: Path, extra: list[str]) -> di
     judged = decisions(server.stderr())
     waits = [d.get("queued_ms") for d in judged if isinstance(d.get("queued_ms"), (int, float))]
     over_rows = common.per_second(overload, over_start, int(seconds))
-    mem = sampler.samples
-    mem_over = [m for t, m in mem if 10 <= t < 10 + seconds]
+    over_from, over_to = over_start - start, over_start - start + seconds
+    mem_over = [m for t, m in memory if over_from <= t < over_to]
     return {
         "capacity_req_s": round(capacity, 1),
         "offered_req_s": {"baseline": round(base_rate, 1), "overload": round(over_rate, 1)},
         "overload_seconds": seconds,
+        "client": "Go net/http (bench/reliability/loadgen): 25 idle connections per host, 3 s deadline per call",
         "baseline": base_summary,
         "overload": common.summarize(overload, seconds),
         "recovery": common.summarize(recovery, 30),
@@ -93,14 +99,14 @@ async def run(seconds: float, factor: float, work: Path, extra: list[str]) -> di
         "server_max_queue_wait_ms_of_judged": max(waits) if waits else None,
         "server_logs_queue_wait": bool(waits),
         "shed_logged": server.stderr().count('"event":"shed"'),
-        "memory_mib": {"before": mem[0][1] if mem else None,
+        "memory_mib": {"before": memory[0][1] if memory else None,
                        "overload_first_10s_max": max(mem_over[:10]) if mem_over else None,
                        "overload_last_10s_max": max(mem_over[-10:]) if mem_over else None,
-                       "max": max(m for _, m in mem) if mem else None,
-                       "after": mem[-1][1] if mem else None},
+                       "max": max(m for _, m in memory) if memory else None,
+                       "after": memory[-1][1] if memory else None},
         "overload_per_second": over_rows,
         "recovery_per_second": rec_rows,
-        "memory_samples": mem,
+        "memory_samples": memory,
     }
 
 
@@ -113,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     quiet = common.wait_quiet()
     with tempfile.TemporaryDirectory(prefix="gpu-admission-overload-") as tmp:
-        result = asyncio.run(run(args.seconds, args.factor, Path(tmp), args.server_args))
+        result = run(args.seconds, args.factor, Path(tmp), args.server_args)
     result["machine"] = quiet
     path = common.save(args.label, result)
     o = result["overload"]

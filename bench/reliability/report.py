@@ -70,7 +70,12 @@ def overload(r: dict[str, Any]) -> str:
     for name, s in (("baseline", b), ("overload", o), ("recovery", rec)):
         lines.append(f"| {name} | {s['requests']:,} | {_outcomes(s['outcomes'])} | {_ms(s['ok_p50_ms'])} | "
                      f"{_ms(s['ok_p99_ms'])} | {_ms(s['ok_max_ms'])} | {s['ok_over_timeout']} |")
+    client_ok = sum(s["outcomes"].get("ok", 0) for s in (b, o, rec))
     lines += ["",
+              f"- reviews the server judged: {r['server_judged']:,}; answers the client received in time: "
+              f"{client_ok:,} (the difference was judged for a caller that had already given up)",
+              f"- the client's own lag (how late it made its calls; it shares the 2 cores): p99 "
+              f"{_ms(o.get('client_lag_p99_ms'))} ms under overload",
               f"- judged by the server after waiting longer than the 3 s timeout: "
               f"**{r['server_judged_after_waiting_over_timeout']}** of {r['server_judged']:,} judged"
               + (f" (longest wait of a judged review: {r['server_max_queue_wait_ms_of_judged']} ms)"
@@ -166,7 +171,8 @@ def e2e_restart(r: dict[str, Any]) -> str:
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "worker_kill": worker_kill,
+    "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
+    "worker_kill": worker_kill,
     "rotation_load": rotation_load, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
 }
 

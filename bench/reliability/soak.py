@@ -1,7 +1,8 @@
 """Soak: 50% of the measured maximum throughput for 10 minutes; memory and p99 must stay flat.
 
 One instance (2 workers x 8 threads), capacity measured first (closed loop, 32 in flight, 15 s), then
-an open loop at ``--fraction`` of it for ``--minutes``. Per minute: answers per second, p50/p99/max,
+an open loop at ``--fraction`` of it for ``--minutes``, both with Go's net/http client
+(``bench/reliability/loadgen``, as kube-apiserver's: 25 idle connections per host, 3 s deadline). Per minute: answers per second, p50/p99/max,
 failures, and the RSS of the master and of each worker (sampled every second, the minute's maximum).
 The first and the last minute are compared.
 
@@ -11,8 +12,8 @@ The first and the last minute are compared.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,34 +21,27 @@ from typing import Any
 from bench.reliability import common
 
 
-async def run(minutes: float, fraction: float, work: Path) -> dict[str, Any]:
+def run(minutes: float, fraction: float, work: Path) -> dict[str, Any]:
     server = common.start_server(work)
     try:
-        load = common.Load([server.port], server.ca)
-        await load.closed_loop(8, 5)
-        t0 = time.monotonic()
-        cap = await load.closed_loop(32, 15)
-        capacity = sum(1 for r in cap if r.outcome == "ok") / (time.monotonic() - t0)
-        load.close()
+        common.go_closed_loop(server.port, server.ca, 8, 5, work=work)  # warm-up
+        capacity = common.go_closed_loop(server.port, server.ca, 32, 15, work=work)
         rate = fraction * capacity
         seconds = minutes * 60
         per_worker: list[tuple[float, dict[int, float]]] = []
-        stop = asyncio.Event()
-        start = time.monotonic()
+        stop = threading.Event()
+        start = time.monotonic() + 1.0
 
-        async def sample() -> None:
+        def sample() -> None:
             while not stop.is_set():
                 per_worker.append((time.monotonic() - start, server.rss_mib()))
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=1.0)
-                except asyncio.TimeoutError:
-                    pass
+                stop.wait(1.0)
 
-        sampler = asyncio.create_task(sample())
-        results = await load.open_loop(rate, seconds, start)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        results = common.go_open_loop([server.port], server.ca, rate, seconds, start, work=work)
         stop.set()
-        await sampler
-        load.close()
+        sampler.join()
         workers_at_end = server.workers()
     finally:
         server.stop()
@@ -81,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     quiet = common.wait_quiet()
     with tempfile.TemporaryDirectory(prefix="gpu-admission-soak-") as tmp:
-        result = asyncio.run(run(args.minutes, args.fraction, Path(tmp)))
+        result = run(args.minutes, args.fraction, Path(tmp))
     result["machine"] = quiet
     path = common.save("soak", result)
     f, lm = result["first_minute"], result["last_minute"]

@@ -1,0 +1,3 @@
+module gpu-admission/bench/reliability/loadgen
+
+go 1.22
