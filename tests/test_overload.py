@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from test_server_live import (  # noqa: F401 - fixtures
-    StartServer, encode, pki, request_json, review as live_review, run_serve, start_server, vllm_pod,
+    StartServer, encode, once, pki, request_json, review as live_review, run_serve, start_server, vllm_pod,
     wait_ready, wait_workers,
 )
 from webhook import settings as settings_mod
@@ -141,3 +141,32 @@ def test_a_connection_idle_before_its_first_request_is_not_shed(start_server: St
         sock.close()
     assert data.startswith(b"HTTP/1.1 200"), data[:300]
     assert b'"uid":"uid-late"' in data
+
+
+def test_idle_handshaken_connections_do_not_hold_the_threads(start_server: StartServer) -> None:
+    """Regression: Go's HTTP client (kube-apiserver's) dials a connection when none is idle and, if
+    another becomes idle first, keeps the new one unused for up to 90 s. gthread held a thread on each
+    such connection after its TLS handshake, until a request came: 8 of them stopped a worker (a
+    closed loop of 32 Go clients got 24 answers a second instead of 700). Now a handshaken connection
+    without a request waits in the poller; 24 of them (3x the threads) leave the server responsive."""
+    server = start_server()  # 2 workers x 4 threads
+    idle = []
+    try:
+        for _ in range(24):
+            idle.append(server.tls_socket(timeout=5))  # the handshake completes: no thread is stuck
+        for _ in range(6):
+            started = time.monotonic()
+            status, doc = once(server, "POST", "/validate", encode(live_review(TP4_L40S, uid="uid-busy")))
+            assert status == 200 and doc["response"]["uid"] == "uid-busy"
+            assert time.monotonic() - started < 2.0
+        # and an idle connection that finally sends its request is served
+        body = encode(live_review(TP4_L40S, uid="uid-late-idle"))
+        idle[0].sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        data = b""
+        while chunk := idle[0].recv(65536):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200") and b"uid-late-idle" in data
+    finally:
+        for sock in idle:
+            sock.close()

@@ -157,8 +157,11 @@ class Server:
 
 
 def start_server(workdir: Path, *extra: str, workers: int = 2, threads: int = 8, port: int | None = None,
-                 certs_dir: Path | None = None, config: Path | None = None, log_level: str = "info") -> Server:
-    """``gpu-admission serve`` with the Deployment's workers and threads (2 x 8) on loopback."""
+                 certs_dir: Path | None = None, config: Path | None = None, log_level: str = "info",
+                 source: Path | None = None) -> Server:
+    """``gpu-admission serve`` with the Deployment's workers and threads (2 x 8) on loopback.
+    ``source``: serve the ``webhook`` package of another tree (``git archive REV webhook | tar -x``),
+    for before/after comparisons."""
     workdir.mkdir(parents=True, exist_ok=True)
     certs_dir = certs_dir or workdir / "certs"
     if not (certs_dir / "tls.crt").exists():
@@ -167,12 +170,14 @@ def start_server(workdir: Path, *extra: str, workers: int = 2, threads: int = 8,
     stderr_path = workdir / f"server-{port}.stderr"
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env.update(TMPDIR=str(workdir), PYTHONUNBUFFERED="1")
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(certs_dir / "tls.crt"),
             "--key", str(certs_dir / "tls.key"), "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
             "--threads", str(threads), "--inventory", "off", "--log-level", log_level]
     if config is not None:
         argv += ["--config", str(config)]
-    proc = subprocess.Popen([*argv, *extra], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([*argv, *extra], cwd=source or ROOT, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=stderr_path.open("wb"), start_new_session=True)
     server = Server(proc, port, certs_dir, stderr_path, workdir)
     wait_ready(server, workers)

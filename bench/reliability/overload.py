@@ -42,8 +42,8 @@ def decisions(stderr: str) -> list[dict[str, Any]]:
     return out
 
 
-def run(seconds: float, factor: float, work: Path, extra: list[str]) -> dict[str, Any]:
-    server = common.start_server(work, *extra)
+def run(seconds: float, factor: float, work: Path, extra: list[str], source: Path | None = None) -> dict[str, Any]:
+    server = common.start_server(work, *extra, source=source)
     try:
         common.go_closed_loop(server.port, server.ca, 8, 5, work=work)  # warm-up: imports, caches
         capacity = common.go_closed_loop(server.port, server.ca, 32, 15, work=work)
@@ -115,11 +115,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--factor", type=float, default=3)
     parser.add_argument("--label", default="overload")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="serve the webhook package of another tree (git archive REV webhook | tar -x -C DIR)")
     parser.add_argument("server_args", nargs="*", help="extra `serve` arguments")
     args = parser.parse_args()
     quiet = common.wait_quiet()
     with tempfile.TemporaryDirectory(prefix="gpu-admission-overload-") as tmp:
-        result = run(args.seconds, args.factor, Path(tmp), args.server_args)
+        result = run(args.seconds, args.factor, Path(tmp), args.server_args, args.source)
+    result["server"] = {"source": str(args.source) if args.source else "this tree", "args": args.server_args}
     result["machine"] = quiet
     path = common.save(args.label, result)
     o = result["overload"]

@@ -62,7 +62,10 @@ def fuzz(r: dict[str, Any]) -> str:
 def overload(r: dict[str, Any]) -> str:
     o, b, rec = r["overload"], r["baseline"], r["recovery"]
     mem = r["memory_mib"]
-    lines = [_when(r), "",
+    server = r.get("server", {})
+    what = (f"`gpu-admission serve {' '.join(server.get('args') or [])}`".replace(" `", "`")
+            + (f" from `{Path(server['source']).name}`" if server.get("source") not in (None, "this tree") else ""))
+    lines = [_when(r) + f" Server: {what}.", "",
              f"Capacity (closed loop, 32 in flight): **{r['capacity_req_s']} req/s**. Offered: baseline "
              f"{r['offered_req_s']['baseline']} req/s, overload **{r['offered_req_s']['overload']} req/s for "
              f"{r['overload_seconds']:g} s**, recovery at the baseline rate.", "",
@@ -172,6 +175,7 @@ def e2e_restart(r: dict[str, Any]) -> str:
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
+    "overload_no_shedding": overload_before,
     "worker_kill": worker_kill,
     "rotation_load": rotation_load, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
 }
