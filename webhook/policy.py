@@ -449,12 +449,3 @@ def _finish(mode: str, tier: str | None, placement: Placement | None, patch_need
         patch_needed=patch_needed and placement is not None,
         group=group if mutate else None,
     )
-
-
-def explain_fits(decision: Decision) -> list[dict[str, Any]]:
-    """Fit rows for people and JSON: value, fits, need, usable, decode estimate, reason."""
-    return [
-        {"product": f.value, "fits": f.fits, "need_gib": f.need_gib, "usable_gib": f.usable_gib,
-         "decode_ms": f.decode_ms, "reason": f.reason}
-        for f in decision.fits
-    ]
