@@ -54,7 +54,7 @@ FUZZ_REVIEWS  ?= 300000
 FUZZ_EXAMPLES ?= 3000
 SOAK_MINUTES  ?= 10
 
-.PHONY: fuzz reliability soak reliability-report
+.PHONY: fuzz reliability overload-compare soak reliability-report
 
 fuzz: $(STAMP)  ## long fuzz run (FUZZ_REVIEWS=300000, a fresh seed), figures into RELIABILITY.md
 	mkdir -p bench/reliability/results
@@ -69,6 +69,15 @@ reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken po
 	$(BIN)/python -m bench.reliability.config_garbage
 	RELIABILITY_OUT=bench/reliability/results/e2e_restart.json \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/e2e/test_reliability_e2e.py
+	$(BIN)/python -m bench.reliability.report
+
+BEFORE_REV ?= 2b4717c
+overload-compare: $(STAMP)  ## overload runs of the server before issue 8 (2b4717c), without shedding, at 2.5 s (~8 min)
+	rm -rf /tmp/gpu-admission-before && mkdir -p /tmp/gpu-admission-before && git archive $(BEFORE_REV) webhook | tar -x -C /tmp/gpu-admission-before
+	$(BIN)/python -m bench.reliability.overload --label overload_before --source /tmp/gpu-admission-before
+	rm -rf /tmp/gpu-admission-before
+	$(BIN)/python -m bench.reliability.overload --label overload_no_shedding -- --max-queue-age 0
+	$(BIN)/python -m bench.reliability.overload --label overload_2_5 -- --max-queue-age 2.5
 	$(BIN)/python -m bench.reliability.report
 
 soak: $(STAMP)  ## SOAK_MINUTES (10) at 50% of the measured maximum throughput; memory and p99 per minute

@@ -427,7 +427,8 @@ class Mutator:
         elif isinstance(v, bool) or v is None:
             holder[key] = self.rng.choice(["true", 1, [], {}])
         else:
-            holder[key] = self.rng.choice([str(v), [v], {"v": v}, -v, v * 1.5])
+            holder[key] = self.rng.choice([lambda: str(v)[:100], lambda: [v], lambda: {"v": v}, lambda: -v,
+                                           lambda: v * 1.5 if abs(v) < 1e300 else v])()
         return f"retype:{key}"
 
     def _multiply(self, doc: dict[str, Any]) -> str:
@@ -842,8 +843,8 @@ def run(client: Any, *, reviews: int, seed: int, byte_fraction: float = 0.2,
             try:
                 doc, applied = mutator.mutate(s.review)
                 body = encode(doc)
-            except RecursionError:  # the mutant is too deep for the fuzzer itself to copy or encode
-                continue
+            except (RecursionError, OverflowError, ValueError):  # a mutant the fuzzer itself cannot build
+                continue                                              # (too deep to copy, 10^400 as a float)
             if len(body) > MAX_MUTANT:
                 continue
             ctype, what = "application/json", ",".join(applied)

@@ -89,6 +89,16 @@ class Mix:
             ("/mutate", unpinned), ("/validate", pinned), ("/validate", wrong), ("/mutate", small),
             ("/validate", small))))
 
+    @classmethod
+    def heavy(cls) -> "Mix":
+        """The default mix plus reviews of 60-container pods (~8 ms each), so that a worker killed at
+        any moment has reviews in flight."""
+        big = vllm_pod("llama")
+        big["spec"]["containers"] = [dict(big["spec"]["containers"][0], name=f"c{i}") for i in range(60)]
+        extra = tuple((path, json.dumps(review(big, "UID"), separators=(",", ":")).encode())
+                      for path in ("/mutate", "/validate"))
+        return cls(cls.default().items + extra * 2)
+
     def pick(self, i: int, uid: str) -> tuple[str, bytes]:
         path, body = self.items[i % len(self.items)]
         return path, body.replace(b'"uid":"UID"', f'"uid":"{uid}"'.encode(), 1)

@@ -173,7 +173,32 @@ def e2e_restart(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+OVERLOAD_RUNS = (("overload_before", "before this issue (commit 2b4717c: plain gthread)"),
+                 ("overload_no_shedding", "idle connections deferred, no shedding (`--max-queue-age 0`)"),
+                 ("overload_2_5", "shedding at 2.5 s (`--max-queue-age 2.5`)"),
+                 ("overload", "**shedding at 1 s (the default)**"))
+
+
+def overload_summary(_: dict[str, Any]) -> str:
+    lines = ["| server | capacity req/s | offered req/s | answered in time | shed 503 | refused at connect or "
+             "closed before the handshake | timed out (3 s) | judged after waiting > 3 s (server log) | "
+             "RSS MiB: before / end of overload / after | back to normal latency after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, label in OVERLOAD_RUNS:
+        r = _load(name)
+        if r is None:
+            continue
+        o, mem = r["overload"]["outcomes"], r["memory_mib"]
+        stale = (str(r["server_judged_after_waiting_over_timeout"]) if r.get("server_logs_queue_wait")
+                 else "not logged")
+        lines.append(f"| {label} | {r['capacity_req_s']} | {r['offered_req_s']['overload']} | {o.get('ok', 0):,} | "
+                     f"{o.get('shed', 0):,} | {o.get('conn', 0):,} | {o.get('timeout', 0):,} | {stale} | "
+                     f"{mem['before']} / {mem['overload_last_10s_max']} / {mem['after']} | {r['recovered_after_s']} s |")
+    return "\n".join(lines)
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "overload_summary": overload_summary,
     "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
     "overload_no_shedding": overload_before,
     "worker_kill": worker_kill,
@@ -184,7 +209,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 def render(text: str) -> str:
     def block(m: re.Match[str]) -> str:
         name = m.group(1)
-        data = _load(name)
+        data = {} if name == "overload_summary" else _load(name)
         if data is None or name not in RENDERERS:
             return m.group(0)
         return f"<!-- figures:{name} -->\n{RENDERERS[name](data)}\n<!-- /figures:{name} -->"

@@ -1,7 +1,8 @@
 """A worker killed (SIGKILL, what the OOM killer does) under load.
 
-1. One instance (2 workers x 8 threads), open loop at ``--rate`` for 24 s, a worker killed at 8 s and
-   the other one at 16 s (after the first replacement booted). The client behaves like kube-apiserver's
+1. One instance (2 workers x 8 threads), open loop at ``--rate`` (200/s; a third of the reviews are of
+   60-container pods, ~8 ms each, so reviews are in flight at any moment) for 24 s, a worker killed at
+   6, 12 and 18 s (each time the oldest: the other original, then a replacement). The client behaves like kube-apiserver's
    (Go's transport): it sends again only a request that found its idle keep-alive connection closed;
    a written request whose connection dies is a failed call (the apiserver then
    applies the failurePolicy). Counted: failed calls, and how many of them were in flight at a kill
@@ -9,10 +10,10 @@
 2. Two instances behind one client (a new connection goes to either, as through a Service), the client
    retrying a call that failed at the connection level before any byte of an answer once, on a new
    connection (what a webhook client that treats admission reviews as the side-effect-free calls they
-   are, ``sideEffects: None``, can do). A worker of each instance is killed. Target: zero failed
+   are, ``sideEffects: None``, can do). Five kills, alternating instances. Target: zero failed
    admissions.
 
-``python -m bench.reliability.worker_kill [--rate 150]``; results in
+``python -m bench.reliability.worker_kill [--rate 200]``; results in
 ``bench/reliability/results/worker_kill.json``.
 """
 
@@ -68,12 +69,11 @@ def failures_vs_kills(results: list[common.Result], kills: list[dict[str, Any]])
 async def single(rate: float, work: Path) -> dict[str, Any]:
     server = common.start_server(work / "one")
     try:
-        load = common.Load([server.port], server.ca, retry=False)
+        load = common.Load([server.port], server.ca, common.Mix.heavy(), retry=False)
         await load.open_loop(rate, 3)  # warm-up
         start = time.monotonic()
         kills: list[dict[str, Any]] = []
-        killers = [asyncio.create_task(kill_at(server, start + 8, kills, 0)),
-                   asyncio.create_task(kill_at(server, start + 16, kills, 0))]
+        killers = [asyncio.create_task(kill_at(server, start + at, kills, 0)) for at in (6, 12, 18)]
         results = await load.open_loop(rate, 24, start)
         await asyncio.gather(*killers)
         load.close()
@@ -95,13 +95,12 @@ async def pair(rate: float, work: Path) -> dict[str, Any]:
     a = common.start_server(work / "a", certs_dir=certs)
     b = common.start_server(work / "b", certs_dir=certs)
     try:
-        load = common.Load([a.port, b.port], a.ca, retry=True)
+        load = common.Load([a.port, b.port], a.ca, common.Mix.heavy(), retry=True)
         await load.open_loop(rate, 3)
         start = time.monotonic()
         kills: list[dict[str, Any]] = []
-        killers = [asyncio.create_task(kill_at(a, start + 8, kills, 0)),
-                   asyncio.create_task(kill_at(b, start + 14, kills, 0)),
-                   asyncio.create_task(kill_at(a, start + 20, kills, 0))]
+        killers = [asyncio.create_task(kill_at(server, start + at, kills, 0))
+                   for server, at in ((a, 5), (b, 9), (a, 13), (b, 17), (a, 21))]
         results = await load.open_loop(rate, 26, start)
         await asyncio.gather(*killers)
         load.close()
@@ -122,7 +121,7 @@ async def run(rate: float, work: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=150)
+    parser.add_argument("--rate", type=float, default=200)
     args = parser.parse_args()
     quiet = common.wait_quiet()
     with tempfile.TemporaryDirectory(prefix="gpu-admission-kill-") as tmp:
