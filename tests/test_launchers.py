@@ -522,3 +522,86 @@ def test_parse_container_never_raises(value: Any) -> None:
 def test_secret_never_in_spec(container: dict[str, Any]) -> None:
     """Whatever the command line does with secret-named variables, their values never come back."""
     assert SECRET not in repr(parse_container(container))
+
+
+# --------------------------------------------------------------------------- the memo of parse_container
+
+from webhook.launchers import container as container_mod  # noqa: E402
+
+_ALL_CONTAINERS = ([(x[0], x[1]) for x in CASES] + [(x[0], x[1]) for x in HIDDEN_CASES]
+                   + [(x[0], x[1]) for x in NOTE_CASES] + [(g[0], g[1]) for g in GARBAGE if isinstance(g[1], dict)])
+
+
+class _Recording(dict):  # type: ignore[type-arg]
+    """A container that remembers which of its fields were read, however they were read."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self.read.add("<every field>")
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self.read.add("<every field>")
+        return super().items()
+
+    def values(self) -> Any:
+        self.read.add("<every field>")
+        return super().values()
+
+    def keys(self) -> Any:
+        self.read.add("<every field>")
+        return super().keys()
+
+
+@pytest.mark.parametrize("container", [x[1] for x in _ALL_CONTAINERS], ids=[x[0] for x in _ALL_CONTAINERS])
+def test_memo_key_holds_every_field_the_parse_reads(container: dict[str, Any]) -> None:
+    """The memo is keyed by READ_FIELDS: a field read but not in the key would let two containers
+    that differ only there share one answer."""
+    recording = _Recording({**container, "name": "c", "ports": [{"containerPort": 8000}],
+                            "volumeMounts": [{"name": "v", "mountPath": "/v"}], "workingDir": "/w"})
+    container_mod.parse_launch(recording)
+    assert recording.read <= set(container_mod.READ_FIELDS), recording.read - set(container_mod.READ_FIELDS)
+
+
+@pytest.mark.parametrize("container", [x[1] for x in _ALL_CONTAINERS], ids=[x[0] for x in _ALL_CONTAINERS])
+def test_memo_answers_what_a_fresh_parse_answers(container: dict[str, Any]) -> None:
+    container_mod._MEMO.clear()
+    first, again = parse_container(container), parse_container(dict(container))
+    assert first == again == container_mod.parse_launch(container)
+
+
+def test_memo_tells_apart_containers_differing_in_one_field() -> None:
+    base = c(["vllm", "serve", M, "-tp", "$(TP)"], env={"TP": "4"})
+    assert parse_container(base).tensor_parallel == 4
+    assert parse_container(c(["vllm", "serve", M, "-tp", "$(TP)"], env={"TP": "8"})).tensor_parallel == 8
+    assert parse_container({**base, "args": ["-tp", "2"]}) == container_mod.parse_launch({**base, "args": ["-tp", "2"]})
+
+
+def test_memo_skips_what_is_not_json() -> None:
+    import datetime
+    odd = c(["vllm", "serve", M, "-tp", "2"], env={"WHEN": "x"})
+    odd["env"].append({"name": "D", "value": datetime.date(2026, 1, 1)})  # YAML turns dates into dates
+    assert container_mod._memo_key(odd) is None
+    assert parse_container(odd).tensor_parallel == 2
+
+
+def test_memo_is_bounded() -> None:
+    container_mod._MEMO.clear()
+    for i in range(container_mod._MEMO_MAX + 10):
+        parse_container(c(["vllm", "serve", f"org/m{i}"]))
+    assert len(container_mod._MEMO) <= container_mod._MEMO_MAX

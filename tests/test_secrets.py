@@ -256,3 +256,31 @@ def test_no_secret_in_a_real_servers_responses_or_stderr(start_server: StartServ
     assert stderr.count('"event":"decision"') >= len(PODS) * 2, stderr[-2000:]
     assert leaks("\n".join(answers)) == []
     assert leaks(stderr) == [], [line for line in stderr.splitlines() if leaks(line)][:5]
+
+
+# ----------------------------------------------------------------------------- redact's prefilter
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+from webhook.redaction import TOKEN_RE  # noqa: E402
+
+_PIECES = [*SECRETS.values(), "HF_", "Sk-", "GHP_", "AKIA", "asia-east1", "xoxb-", "eyJ", "-----begin rsa private key-----",
+           "nvapi-", "github_pat_", "glpat-", "AIza", "\u017fk-", "\u212a", " ", "-", "_", "a", "Z", "0", "\u00e9"]
+
+
+@pytest.mark.parametrize("text", [
+    "plain decision line with no credential",
+    "model HF_ABCDEFGHIJKLMNOPQRSTUVWX0123 quoted",  # upper-case prefix: IGNORECASE must still match
+    "\u017fk-" + "a" * 30,  # the long s folds to s under IGNORECASE: non-ASCII text skips the prefilter
+    "region asia-east1 is not a key",
+    *SECRETS.values(),
+], ids=lambda t: t[:24])
+def test_redact_prefilter_matches_the_full_scan(text: str) -> None:
+    assert redact(text) == TOKEN_RE.sub(REDACTED, text)
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=12).map("".join))
+def test_redact_prefilter_never_skips_a_match(text: str) -> None:
+    """The substring prefilter is a shortcut only: the result is always the full regex scan's."""
+    assert redact(text) == TOKEN_RE.sub(REDACTED, text)

@@ -333,3 +333,45 @@ def test_more_memory_never_breaks_a_fit(params: float, tp: int, mem_a: float, me
 def test_fit_is_deterministic() -> None:
     profile = llm(LLAMA_70B, tp=4)
     assert fit(profile, opt("L40S")) == fit(profile, opt("L40S"))
+
+
+# --------------------------------------------------------------------------- fit_options (memoized)
+
+from webhook import sizing  # noqa: E402
+
+_OPTS = tuple(opt(p) for p in ("A100-SXM4-80GB", "L40S", "H100-SXM5-80GB"))
+_PARAMS = {"overhead_gib": 2.0, "kv_reserve_gib": 2.0, "kv_fraction": 0.1, "utilization": 0.9}
+
+
+def _fresh(profile: WorkloadProfile, **params: float) -> tuple[object, ...]:
+    return tuple(fit(profile, o, allreduce_us=CAT.allreduce_latency_us(o), **params) for o in _OPTS)
+
+
+@pytest.mark.parametrize("profile", [
+    llm(70.6, tp=4), llm(70.6, tp=2), llm(8.0), llm(8.0, dtype="float32"), llm(46.7, tp=2, quantization="awq"),
+    llm(70.6, tp=4, pp=2), dataclasses.replace(llm(8.0), role="training"), WorkloadProfile(gpus_per_pod=2),
+    llm(8.0, gpu_memory_utilization=0.5), dataclasses.replace(llm(8.0), kind="embedding"),
+], ids=["70b-tp4", "70b-tp2", "8b", "8b-fp32", "mixtral-awq", "70b-tp4-pp2", "8b-train", "unknown", "util-0.5", "embed"])
+def test_fit_options_is_fit_on_each_option(profile: WorkloadProfile) -> None:
+    sizing._FITS.clear()
+    first = sizing.fit_options(profile, _OPTS, CAT, **_PARAMS)
+    again = sizing.fit_options(profile, _OPTS, CAT, **_PARAMS)
+    assert first == again == _fresh(profile, **_PARAMS)
+
+
+def test_fit_options_keys_on_every_input() -> None:
+    base = sizing.fit_options(llm(70.6, tp=2), _OPTS, CAT, **_PARAMS)
+    for field, value in (("tensor_parallel", 4), ("dtype", "int8"), ("layers", 200), ("pods", 3), ("params_b", 8.0),
+                         ("gpu_memory_utilization", 0.5), ("bytes_per_param", 1.0), ("active_params_b", 13.0)):
+        other = dataclasses.replace(llm(70.6, tp=2), **{field: value})
+        assert sizing.fit_options(other, _OPTS, CAT, **_PARAMS) == _fresh(other, **_PARAMS), field
+    assert sizing.fit_options(llm(70.6, tp=2), _OPTS, CAT, **{**_PARAMS, "overhead_gib": 30.0}) != base
+    weaker = tuple(dataclasses.replace(o, spec=dataclasses.replace(o.spec, memory_gib=24.0)) for o in _OPTS)
+    assert [f.usable_gib for f in sizing.fit_options(llm(70.6, tp=2), weaker, CAT, **_PARAMS)] == [24.0 * 0.9] * 3
+
+
+def test_fit_options_is_bounded() -> None:
+    sizing._FITS.clear()
+    for i in range(sizing._FITS_MAX + 5):
+        sizing.fit_options(llm(1.0 + i / 1000), _OPTS[:1], CAT, **_PARAMS)
+    assert len(sizing._FITS) <= sizing._FITS_MAX

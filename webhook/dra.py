@@ -27,7 +27,8 @@ Pure: plain data in, a frozen :class:`DraResult` out (no Flask, no I/O).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from webhook.domain import JSON, Violation
 from webhook.workloads import join

@@ -7,7 +7,8 @@ and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook import dra, inference, patches, policy
 from webhook.domain import Decision, JSON, WorkloadProfile

@@ -9,7 +9,8 @@ escape hatch for everything the engine cannot see (models on a PVC, values in a 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook import launchers, models, sizing
 from webhook.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile

@@ -11,7 +11,8 @@ exists and keep multi-GPU pods off mixed nodes. The live watch that keeps it cur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from webhook.hardware import Catalog
 from webhook.resources import QuantityError, gpu_count

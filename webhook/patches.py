@@ -12,7 +12,8 @@ Rules the patch obeys (each one learned from webhooks that got it wrong):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.domain import JSON, GroupAffinity, Placement
 from webhook.selection import HOSTNAME, term_excludes, term_values

@@ -16,7 +16,8 @@ to change, with numbers. Codes are stable (scripts and dashboards match on them)
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from webhook import sizing
 from webhook.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
@@ -79,17 +80,9 @@ def _describe(profile: WorkloadProfile) -> str:
 
 
 def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Settings) -> tuple[Fit, ...]:
-    return tuple(
-        sizing.fit(
-            profile, option,
-            overhead_gib=settings.overhead_gib,
-            kv_reserve_gib=settings.kv_reserve_gib,
-            kv_fraction=settings.kv_fraction,
-            utilization=settings.memory_utilization,
-            allreduce_us=settings.catalog.allreduce_latency_us(option),
-        )
-        for option in options
-    )
+    return sizing.fit_options(profile, options, settings.catalog, overhead_gib=settings.overhead_gib,
+                              kv_reserve_gib=settings.kv_reserve_gib, kv_fraction=settings.kv_fraction,
+                              utilization=settings.memory_utilization)
 
 
 def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings,

@@ -18,7 +18,8 @@ quantifiers), so the scan is linear in the text.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from webhook.container_env import is_secret_name, scalar_text
 
@@ -39,6 +40,11 @@ _TOKEN_SHAPES = (
     r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----",  # PEM private key
 )
 TOKEN_RE = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(_TOKEN_SHAPES) + ")", re.IGNORECASE)
+_TOKEN_PREFIXES = ("hf_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "akia", "asia",
+                   "nvapi-", "xox", "aiza", "eyj", "-----begin")
+"""The literal start of every shape above, lower-cased: an ASCII text containing none of them cannot
+match ``TOKEN_RE``, and a few substring searches are about ten times cheaper than running the 11-way
+alternation at every position of a log line (it ran on every decision log line and message)."""
 
 MIN_SECRET_CHARS = 6
 """Shorter values of secret-named variables are not redacted: ``true`` or ``1`` would blank words."""
@@ -52,6 +58,11 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     for value in values:
         if value in text:
             text = text.replace(value, REDACTED)
+    # only for ASCII text: IGNORECASE also folds a few non-ASCII letters (the Kelvin sign, the long s)
+    if text.isascii():
+        lowered = text.lower()
+        if not any(prefix in lowered for prefix in _TOKEN_PREFIXES):
+            return text
     return TOKEN_RE.sub(REDACTED, text)
 
 

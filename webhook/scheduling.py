@@ -35,7 +35,8 @@ Pure: plain dicts in, plain values out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from webhook.groups import declared_size, group_label
 from webhook.inventory import NodeGpus, node_gpus

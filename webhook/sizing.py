@@ -15,10 +15,10 @@ The rules follow shared/reference/frameworks.md "Sizing rules":
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from webhook.domain import Fit, LabelOption, WorkloadProfile
-from webhook.hardware import DEFAULT_ALLREDUCE_US, default_catalog
+from webhook.hardware import DEFAULT_ALLREDUCE_US, Catalog, default_catalog
 
 GIB = 2 ** 30
 
@@ -215,6 +215,48 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
         decode = decode_time_ms(params_b=active, bytes_per_param=bpp, tensor_parallel=tp,
                                 bandwidth_gbs=spec.bandwidth_gbs, layers=layers, allreduce_us=latency)
     return Fit(value=option.value, fits=fits, need_gib=need, usable_gib=usable, decode_ms=decode, reason=reason)
+
+
+def _sizing_key(profile: WorkloadProfile) -> tuple[object, ...]:
+    """Every profile field :func:`fit` reads, and nothing else (not the model name, container or notes)."""
+    return (profile.params_b, profile.active_params_b, profile.dtype, profile.quantization, profile.bytes_per_param,
+            profile.tensor_parallel, profile.pipeline_parallel, profile.gpus_per_pod, profile.pods, profile.role,
+            profile.kind, profile.layers, profile.gpu_memory_utilization)
+
+
+_FITS: dict[tuple[object, ...], tuple[Fit, ...]] = {}
+_FITS_MAX = 4096
+
+
+def fit_options(profile: WorkloadProfile, options: Sequence[LabelOption], catalog: Catalog, *,
+                overhead_gib: float, kv_reserve_gib: float, kv_fraction: float, utilization: float) -> tuple[Fit, ...]:
+    """:func:`fit` on each option, the all-reduce latency taken from ``catalog``; memoized.
+
+    Why: one review sizes its profile against the same tier's options several times (tier choice,
+    escalation, parallelism checks), and sizing is pure arithmetic plus seven number formats per
+    option, about two thirds of the policy's time before it was memoized. The key holds every input
+    ``fit`` reads; catalogs are immutable and hash by identity. Bounded: the
+    table is cleared when full, so hostile variety costs a recomputation, never memory.
+    """
+    opts = tuple(options)
+    # an option by what fit reads of it (a spec carries an unhashable label map)
+    key = (_sizing_key(profile), tuple((o.value, o.products, o.spec.memory_gib, o.spec.bandwidth_gbs,
+                                        o.spec.interconnect) for o in opts),
+           catalog, overhead_gib, kv_reserve_gib, kv_fraction, utilization)
+    try:
+        cached = _FITS.get(key)
+    except TypeError:  # an unhashable value reached the profile: compute, do not cache
+        cached, key = None, None
+    if cached is not None:
+        return cached
+    result = tuple(fit(profile, option, overhead_gib=overhead_gib, kv_reserve_gib=kv_reserve_gib,
+                       kv_fraction=kv_fraction, utilization=utilization,
+                       allreduce_us=catalog.allreduce_latency_us(option)) for option in opts)
+    if key is not None:
+        if len(_FITS) >= _FITS_MAX:
+            _FITS.clear()
+        _FITS[key] = result
+    return result
 
 
 def _default_allreduce_us(option: LabelOption) -> float:

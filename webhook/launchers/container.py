@@ -8,6 +8,7 @@ and makes sure no env value (secrets above all) leaves the pod in the finished s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,49 @@ from webhook.launchers.spec import MAX_MESSAGES, Spec
 from webhook.shell import Invocation, invocations
 
 
+READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle")
+"""Every container field the parse reads (``context``, ``invocations``, the image fallback): the
+memo key of :func:`parse_container`. A field read below must be listed here."""
+
+_MEMO: dict[str, LaunchSpec | None] = {}
+_MEMO_MAX = 2048
+_MEMO_KEY_MAX = 64 * 1024
+
+
+def _memo_key(container: Mapping[str, Any]) -> str | None:
+    try:
+        key = json.dumps([container.get(k) for k in READ_FIELDS], separators=(",", ":"), allow_nan=True)
+    except (TypeError, ValueError, RecursionError):  # not JSON data (YAML dates, deep nesting): no memo
+        return None
+    return key if len(key) <= _MEMO_KEY_MAX else None
+
+
 def parse_container(container: Mapping[str, Any]) -> LaunchSpec | None:
+    """:func:`parse_launch`, memoized by the fields it reads.
+
+    Why: every pod is judged twice (``/mutate``, then ``/validate`` with the patch applied, which
+    leaves the containers as they were), and the replicas of a Deployment, Job or LeaderWorkerSet
+    carry identical containers; reading a command line (shell parsing, env expansion, flag tables)
+    is the dearest step of the engine. The result is immutable, so sharing it is safe. Bounded:
+    cleared when full, keys over 64 KiB are not kept. The memo holds env values in memory only, as
+    the request did; nothing in it is logged.
+    """
+    if not isinstance(container, Mapping):
+        return None
+    key = _memo_key(container)
+    if key is not None:
+        hit = _MEMO.get(key, _MEMO)
+        if hit is not _MEMO:
+            return hit  # type: ignore[return-value]
+    spec = parse_launch(container)
+    if key is not None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        _MEMO[key] = spec
+    return spec
+
+
+def parse_launch(container: Mapping[str, Any]) -> LaunchSpec | None:
     """Find the first command line in the container that runs a known launcher and read model,
     parallelism and precision from its flags and env.
 
