@@ -284,3 +284,18 @@ def test_redact_prefilter_matches_the_full_scan(text: str) -> None:
 def test_redact_prefilter_never_skips_a_match(text: str) -> None:
     """The substring prefilter is a shortcut only: the result is always the full regex scan's."""
     assert redact(text) == TOKEN_RE.sub(REDACTED, text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # found by `make fuzz` (seed 1795984650): a mutated model annotation glued text before a token
+    ("tier-mismatch: NaNghp_FuzzPlanted0123456789abcdefghijKLMN at TP4", "tier-mismatch: NaN[redacted] at TP4"),
+    ("modelsk-proj-FuzzPlanted0123456789abcdefXYZ", "model[redacted]"),
+    ("xhf_FuzzPlantedTokenAbCdEfGhIjKlMnOpQr12", "x[redacted]"),
+    ("org/nvapi-FuzzPlanted0123456789abcdefghijkl", "org/[redacted]"),
+    # word endings that look like a prefix stay words
+    ("image flask-app-production-server-v2", "image flask-app-production-server-v2"),
+    ("node disk-pressure-node-0123456789abc", "node disk-pressure-node-0123456789abc"),
+    ("legacy sk-abcdefghijklmnopqrstuvwxyz012", "legacy [redacted]"),
+], ids=["fuzz-found-github", "openai-project", "hf", "ngc", "flask", "disk", "openai-legacy"])
+def test_tokens_glued_to_text_are_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected

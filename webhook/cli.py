@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from webhook import engine, inventory_cli, report, settings as settings_mod, sources
+from webhook import check_pool, engine, inventory_cli, report, settings as settings_mod, sources
 from webhook.inventory import Inventory
 from webhook.explain import render_explain
 from webhook.overload import DEFAULT_MAX_QUEUE_AGE
@@ -64,6 +64,10 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     check.add_argument("--inventory", metavar="NODES.yaml",
                        help="judge against the real fleet: a saved `kubectl get nodes -o yaml` (offer only "
                             "products that exist, keep multi-GPU pods off mixed nodes)")
+    check.add_argument("--jobs", metavar="N", type=_positive, default=None,
+                       help="processes that parse and judge in parallel when there are at least "
+                            f"{check_pool.PARALLEL_MIN_DOCS} documents (default: the CPUs available, at most "
+                            f"{check_pool.MAX_JOBS}); the report is the same, in the same order")
 
     inventory = sub.add_parser(
         "inventory", help="show the GPU pools, tiers, free GPUs and anomalies of a live cluster",
@@ -187,18 +191,19 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.paths:
         print("gpu-admission check: give a file, a directory or - for stdin", file=err)
         return EXIT_USAGE
-    prepared = _prepare(args.paths, args.config, err)
-    if prepared is None:
+    try:
+        settings = settings_mod.load(args.config)
+        texts = sources.read(args.paths)
+        fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
+        mutate = False if args.no_mutate else None
+
+        def judge(docs: Sequence[sources.Document]) -> list[report.Row]:
+            return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet)
+
+        rows = check_pool.judge_texts(texts, judge, jobs=args.jobs or check_pool.default_jobs())
+    except (SettingsError, sources.InputError) as exc:
+        print(f"gpu-admission: {exc}", file=err)
         return EXIT_USAGE
-    docs, settings = prepared
-    fleet = None
-    if args.inventory:
-        try:
-            fleet = inventory_cli.load_file(args.inventory, settings)
-        except sources.InputError as exc:
-            print(f"gpu-admission: {exc}", file=err)
-            return EXIT_USAGE
-    rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None, inventory=fleet)
     render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
     out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":

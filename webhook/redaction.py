@@ -26,23 +26,30 @@ from webhook.container_env import is_secret_name, scalar_text
 REDACTED = "[redacted]"
 """Safe inside JSON strings, XML text and log lines alike."""
 
-_TOKEN_SHAPES = (
+_DISTINCT_SHAPES = (
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
-    r"sk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic
+    r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{20,}",  # OpenAI project/service keys, Anthropic
     r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
     r"github_pat_[A-Za-z0-9_]{20,}",  # GitHub fine-grained
     r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
-    r"(?:AKIA|ASIA)[A-Z0-9]{16}",  # AWS access key id
     r"nvapi-[A-Za-z0-9_\-]{20,}",  # NVIDIA NGC / build.nvidia.com
     r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
-    r"AIza[A-Za-z0-9_\-]{30,}",  # Google API key
-    r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
     r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----",  # PEM private key
 )
-TOKEN_RE = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(_TOKEN_SHAPES) + ")", re.IGNORECASE)
+"""Shapes whose prefix no ordinary word contains: matched wherever they start, also glued to text
+before them (``NaNghp_...``, ``modelhf_...``: the mutation fuzzer found a token quoted that way)."""
+_WORD_START_SHAPES = (
+    r"sk-[A-Za-z0-9_\-]{20,}",  # OpenAI legacy keys ("task-", "disk-", "flask-" end words: not inside one)
+    r"(?:AKIA|ASIA)[A-Z0-9]{16}",  # AWS access key id
+    r"AIza[A-Za-z0-9_\-]{30,}",  # Google API key
+    r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
+)
+"""Shapes whose prefix also ends ordinary words: matched only at the start of a word."""
+TOKEN_RE = re.compile("(?:" + "|".join(_DISTINCT_SHAPES) + ")|(?<![A-Za-z0-9])(?:" + "|".join(_WORD_START_SHAPES) + ")",
+                      re.IGNORECASE)
 _TOKEN_PREFIXES = ("hf_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "akia", "asia",
                    "nvapi-", "xox", "aiza", "eyj", "-----begin")
-"""The literal start of every shape above, lower-cased: an ASCII text containing none of them cannot
+"""The literal start of every shape, lower-cased: an ASCII text containing none of them cannot
 match ``TOKEN_RE``, and a few substring searches are about ten times cheaper than running the 11-way
 alternation at every position of a log line (it ran on every decision log line and message)."""
 

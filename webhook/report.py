@@ -6,7 +6,7 @@ The JSON shape is an interface (other tools parse it): keep field names exactly.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from webhook.domain import JSON
@@ -21,6 +21,15 @@ class Row:
     obj: Any
     pointer: str
     result: TemplateResult
+
+    def slim(self) -> "Row":
+        """This row with only what the renderers read: the object's identity and the template's name,
+        not the object or the pod spec (``check_pool`` sends rows between processes)."""
+        ident = object_identity(self.obj)
+        meta = {k: v for k, v in (("name", ident["name"]), ("namespace", ident["namespace"])) if v is not None}
+        obj = {"apiVersion": ident["apiVersion"], "kind": ident["kind"], "metadata": meta}
+        template = replace(self.result.template, metadata={}, spec={}, annotations={}, labels={})
+        return Row(self.source, obj, self.pointer, replace(self.result, template=template))
 
 
 def result_json(row: Row) -> dict[str, JSON]:

@@ -13,6 +13,8 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
+from webhook import yaml_fast
+
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -27,35 +29,31 @@ class Document:
     obj: Any
 
 
-def _loader() -> type[yaml.SafeLoader]:
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def parse_stream(text: str, name: str) -> list[Document]:
     """All non-empty documents of a YAML (or JSON) stream."""
+    return parse_counted(text, name)[0]
+
+
+def parse_counted(text: str, name: str) -> tuple[list[Document], int]:
+    """:func:`parse_stream`, plus how many documents the stream held, empty ones included (each
+    takes an index in ``file#index``)."""
     try:
-        docs = list(yaml.load_all(text, Loader=_loader()))
+        docs = yaml_fast.load_all(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{name}{where}: invalid YAML: {problem}") from exc
-    return [Document(f"{name}#{i}", doc) for i, doc in enumerate(docs) if doc is not None]
+    return [Document(f"{name}#{i}", doc) for i, doc in enumerate(docs) if doc is not None], len(docs)
 
 
-def _expand(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
-    return [path]
-
-
-def load(paths: Iterable[str], stdin: TextIO | None = None) -> list[Document]:
-    """Documents of every path (``-`` = stdin), directories searched recursively in sorted order."""
-    documents: list[Document] = []
+def read(paths: Iterable[str], stdin: TextIO | None = None) -> list[tuple[str, str]]:
+    """(name, text) of every path (``-`` = stdin), directories searched recursively in sorted order."""
+    texts: list[tuple[str, str]] = []
     for raw in paths:
         if raw == "-":
             stream = stdin if stdin is not None else sys.stdin
-            documents.extend(parse_stream(stream.read(), "<stdin>"))
+            texts.append(("<stdin>", stream.read()))
             continue
         path = Path(raw)
         if not path.exists():
@@ -67,5 +65,16 @@ def load(paths: Iterable[str], stdin: TextIO | None = None) -> list[Document]:
                 raise InputError(f"{file}: not UTF-8 text") from None
             except OSError as exc:
                 raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from exc
-            documents.extend(parse_stream(text, str(file)))
-    return documents
+            texts.append((str(file), text))
+    return texts
+
+
+def _expand(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+    return [path]
+
+
+def load(paths: Iterable[str], stdin: TextIO | None = None) -> list[Document]:
+    """Documents of every path (``-`` = stdin), directories searched recursively in sorted order."""
+    return [doc for name, text in read(paths, stdin) for doc in parse_stream(text, name)]
