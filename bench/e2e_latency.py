@@ -65,9 +65,13 @@ CEL_BINDING = {
 
 
 def pod(name: str, pinned: bool = True) -> dict[str, Any]:
+    """The benchmark pod. Its container carries its own name in ``BENCH_NONCE``: every pod is new to
+    gpu-admission's memo of command lines, which then only serves the pod's own ``/validate`` call
+    after its ``/mutate``, not the other pods of the run (as with the replicas of a Deployment)."""
     spec: dict[str, Any] = {"containers": [{
         "name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
         "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"],
+        "env": [{"name": "BENCH_NONCE", "value": name}],
         "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}
     if pinned:
         spec["nodeSelector"] = {PRODUCT: "NVIDIA-A100-SXM4-80GB"}

@@ -101,6 +101,35 @@ def start(name: str, certs_dir: Path, work: Path) -> Running:
     return server
 
 
+NONCE = "@NONCE@"
+"""Replaced by wrk with a counter in every request (``wrk_reviews.lua``): see :func:`with_nonce`."""
+
+
+def with_nonce(doc: Any) -> Any:
+    """The review with an env entry ``BENCH_NONCE=@NONCE@`` in every container of its object.
+
+    wrk sends the mix again and again; gpu-admission remembers the command line of a container it
+    has read (``webhook.launchers.parse_container``: it answers ``/validate`` after ``/mutate`` and
+    the replicas of one template). A counter in every container makes each request's containers new,
+    so the server is measured reading them, not remembering them. Both servers get the same bodies."""
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            containers = node.get("containers")
+            if isinstance(containers, list):
+                for c in containers:
+                    if isinstance(c, dict):
+                        c["env"] = [*(c.get("env") or []), {"name": "BENCH_NONCE", "value": NONCE}]
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    doc = json.loads(json.dumps(doc))
+    walk(doc["request"].get("object"))
+    return doc
+
+
 def request_files(work: Path, variants: int) -> dict[str, Path]:
     items = corpus.items(variants=variants)
     files: dict[str, Path] = {}
@@ -108,7 +137,7 @@ def request_files(work: Path, variants: int) -> dict[str, Path]:
             "validate": [i for i in items if i.endpoint == "validate"], "mixed": items}
     for name, chosen in sets.items():
         path = work / f"requests-{name}.tsv"
-        path.write_text("".join(f"/{i.endpoint}\t{i.body.decode()}\n" for i in chosen))
+        path.write_text("".join(f"/{i.endpoint}\t{corpus.encode(with_nonce(i.review)).decode()}\n" for i in chosen))
         files[name] = path
     return files
 

@@ -1,20 +1,27 @@
 -- wrk script for the server benchmark: POST AdmissionReviews over keep-alive HTTPS.
 --   BENCH_REQUESTS  file with one request per line: "<path>\t<compact JSON body>", sent in turn
 --   BENCH_OUT       where done() writes the summary and latency percentiles (JSON, microseconds)
-local requests = {}
+-- Every "@NONCE@" in a body is replaced by a per-request counter (server_bench.with_nonce: each
+-- request's containers are new to the server, so its memo of command lines cannot answer for it).
+local paths = {}
+local bodies = {}
+local headers = {["Content-Type"] = "application/json"}
 local i = 0
+local n = 0
 
 init = function(args)
-  local headers = {["Content-Type"] = "application/json"}
   for line in io.lines(os.getenv("BENCH_REQUESTS")) do
     local path, body = line:match("^([^\t]+)\t(.*)$")
-    requests[#requests + 1] = wrk.format("POST", path, headers, body)
+    paths[#paths + 1] = path
+    bodies[#bodies + 1] = body
   end
 end
 
 request = function()
-  i = i % #requests + 1
-  return requests[i]
+  i = i % #bodies + 1
+  n = n + 1
+  local body = bodies[i]:gsub("@NONCE@", tostring(n))
+  return wrk.format("POST", paths[i], headers, body)
 end
 
 done = function(summary, latency, requests)

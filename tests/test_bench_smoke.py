@@ -30,3 +30,19 @@ def test_corpus_reviews_are_admission_reviews() -> None:
     for item in items:
         assert item.review["apiVersion"] == "admission.k8s.io/v1" and item.review["request"]["uid"]
     assert corpus.manifest_stream(3).count("\n---\n") == 2
+
+
+def test_server_bench_bodies_make_every_container_new() -> None:
+    """Each request of the server benchmark carries a counter in every container (filled in by wrk), so
+    gpu-admission's memo of command lines cannot answer for it: the benchmark measures reading them."""
+    from bench import server_bench
+    from webhook.launchers import container as memo
+
+    item = next(i for i in corpus.items(variants=2) if i.kind == "Deployment")
+    doc = server_bench.with_nonce(item.review)
+    containers = doc["request"]["object"]["spec"]["template"]["spec"]["containers"]
+    assert all({"name": "BENCH_NONCE", "value": server_bench.NONCE} in c["env"] for c in containers)
+    assert item.review != doc  # the corpus itself is untouched
+    first = dict(containers[0], env=[{**e, "value": "1"} if e["name"] == "BENCH_NONCE" else e for e in containers[0]["env"]])
+    second = dict(containers[0], env=[{**e, "value": "2"} if e["name"] == "BENCH_NONCE" else e for e in containers[0]["env"]])
+    assert memo._memo_key(first) != memo._memo_key(second)

@@ -94,6 +94,17 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     app.register_blueprint(extender.blueprint())  # POST /scheduler/filter, /scheduler/prioritize
 
     shed = {"count": 0, "logged": 0.0}
+    children: dict[tuple[Any, ...], Any] = {}
+
+    def counted(metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, remembered: prometheus_client validates and locks on every
+        ``labels()`` call, a few microseconds each, three times per review. The label values are
+        bounded (endpoints, modes, booleans, violation codes), so the table is too."""
+        key = (id(metric), *values)
+        child = children.get(key)
+        if child is None:
+            child = children[key] = metric.labels(*values)
+        return child
 
     def overloaded(waited: float) -> Response:
         """503 for a review that waited past ``max_queue_age``: kube-apiserver applies the
@@ -133,11 +144,10 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                              extra={"event": "error", "uid": req.uid, "endpoint": endpoint})
             return _json({"error": f"internal error judging uid {req.uid}: {type(exc).__name__}"}, 500)
         elapsed = clock() - started
-        m.requests.labels(endpoint=endpoint, mode=outcome.mode, allowed=str(outcome.allowed).lower(),
-                          dry_run=str(req.dry_run).lower()).inc()
-        m.duration.labels(endpoint=endpoint).observe(elapsed)
+        counted(m.requests, endpoint, outcome.mode, str(outcome.allowed).lower(), str(req.dry_run).lower()).inc()
+        counted(m.duration, endpoint).observe(elapsed)
         for code in outcome.codes:
-            m.violations.labels(code=code).inc()
+            counted(m.violations, code).inc()
         if outcome.judged:
             log.info("decision", extra={"event": "decision", "fields": {
                 "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,

@@ -136,7 +136,8 @@ def _run_pool(groups: list[_Group], judge: Judge, jobs: int) -> list[_Done] | No
     _judge = judge
     try:
         with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=get_context("fork")) as pool:
-            return list(pool.map(_work, groups))
+            # many small files make many groups: hand them out in batches, not one message each
+            return list(pool.map(_work, groups, chunksize=max(1, len(groups) // (jobs * GROUPS_PER_JOB))))
     except (BrokenProcessPool, OSError):  # a worker died or could not start: do it here instead
         return None
     finally:
