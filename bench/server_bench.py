@@ -111,7 +111,9 @@ def with_nonce(doc: Any) -> Any:
     wrk sends the mix again and again; gpu-admission remembers the command line of a container it
     has read (``webhook.launchers.parse_container``: it answers ``/validate`` after ``/mutate`` and
     the replicas of one template). A counter in every container makes each request's containers new,
-    so the server is measured reading them, not remembering them. Both servers get the same bodies."""
+    so the server is measured reading them, not remembering them. Both servers get the same bodies.
+    ``BENCH_WARM=1`` sends the bodies as they are instead (the memo then answers most reviews, as it
+    does for the replicas of a template): an informative run, not the one the targets are judged on."""
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             containers = node.get("containers")
@@ -137,7 +139,9 @@ def request_files(work: Path, variants: int) -> dict[str, Path]:
             "validate": [i for i in items if i.endpoint == "validate"], "mixed": items}
     for name, chosen in sets.items():
         path = work / f"requests-{name}.tsv"
-        path.write_text("".join(f"/{i.endpoint}\t{corpus.encode(with_nonce(i.review)).decode()}\n" for i in chosen))
+        warm = os.environ.get("BENCH_WARM", "") not in ("", "0")  # repeated bodies: the memo answers
+        path.write_text("".join(f"/{i.endpoint}\t{corpus.encode(i.review if warm else with_nonce(i.review)).decode()}\n"
+                                for i in chosen))
         files[name] = path
     return files
 
