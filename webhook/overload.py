@@ -120,7 +120,7 @@ def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
             conn.gpu_admission_waited = waited
             if max_queue_age and not conn.initialized and waited > max_queue_age:
                 self._close_stale(conn, waited)
-                return False  # gthread then forgets the connection (and closes it again, harmlessly)
+                return False  # gthread forgets the connection (counted once: balance.finish_request)
             if _DEFER is not None and not conn.initialized and not conn.data_ready:
                 deferred = self._handshake_then_wait(conn)
                 if deferred is not None:
