@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from test_server_live import (  # noqa: F401 - fixtures
-    StartServer, encode, live_workers, pki, request_json, review, start_server, vllm_pod, wait_workers,
+    StartServer, encode, live_workers, pki, request_json, review, start_server, vllm_pod, wait_ready, wait_workers,
 )
-from webhook import balance
+from webhook import balance, closing
 
 
 # ----------------------------------------------------------------------------- the table
@@ -83,21 +83,70 @@ def done(result: Any) -> concurrent.futures.Future[Any]:
     return fut
 
 
+def wait_for(check: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return bool(check())
+
+
 @pytest.mark.parametrize("close_raises", [False, True], ids=["clean-close", "close-raises"])
 def test_a_finished_connection_is_counted_once(close_raises: bool) -> None:
     worker = bare_worker(3)
     conn = FakeConn(close_raises)
     worker.finish_request(conn, done(False))  # handle() said: close this connection
-    assert conn.closes >= 1
+    assert worker.nr_conns == 2
+    assert wait_for(lambda: conn.closes >= 1)  # closed, on the closer's thread
     assert worker.nr_conns == 2
 
 
-def test_a_failing_close_after_a_crash_is_still_one_connection() -> None:
+def test_a_crashed_handler_is_still_one_connection() -> None:
     worker = bare_worker(1)
     fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
     fut.set_exception(RuntimeError("handler thread blew up"))
-    worker.finish_request(FakeConn(close_raises=True), fut)
+    conn = FakeConn(close_raises=True)
+    worker.finish_request(conn, fut)  # gthread's own except branch: a plain close
+    assert worker.nr_conns == 0 and conn.closes == 1
+
+
+class LingeringConn(FakeConn):
+    """A graceful close that lingers, as ``util.close_graceful`` does for up to 2 s on a silent peer."""
+
+    def __init__(self, linger: float) -> None:
+        super().__init__(close_raises=False)
+        self.linger = linger
+        self.graceful: list[bool] = []
+
+    def close(self, graceful: bool = False) -> None:
+        self.graceful.append(graceful)
+        if graceful:
+            time.sleep(self.linger)
+        super().close(graceful)
+
+
+def test_a_lingering_close_does_not_hold_the_main_loop() -> None:
+    worker = bare_worker(4)
+    conns = [LingeringConn(0.5) for _ in range(4)]
+    started = time.monotonic()
+    for conn in conns:
+        worker.finish_request(conn, done(False))
+    assert time.monotonic() - started < 0.2  # gthread's close would take 4 x 0.5 s here
     assert worker.nr_conns == 0
+    assert wait_for(lambda: all(c.graceful == [True] for c in conns))
+
+
+def test_the_closer_is_bounded() -> None:
+    closer = closing.GracefulCloser(threads=1, backlog=2)
+    slow = [LingeringConn(0.3) for _ in range(2)]
+    for conn in slow:
+        closer.close(conn)
+    extra = LingeringConn(0.3)
+    closer.close(extra)  # the backlog is full: closed at once, without the linger
+    assert extra.graceful == [False] and closer.immediate == 1
+    assert wait_for(lambda: closer.pending == 0)
+    assert all(c.graceful == [True] for c in slow)
 
 
 def test_the_published_count_follows_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,3 +227,35 @@ def test_clients_hanging_up_abruptly_do_not_unbalance_the_workers(start_server: 
     finally:
         for conn in kept:
             conn.close()
+
+
+def test_silent_clients_do_not_stall_the_worker(start_server: StartServer) -> None:
+    """Regression: a connection the server closes (here: the client asked for ``Connection: close``)
+    whose client stays connected without reading was closed by gthread on the worker's main thread
+    with a 2 s linger each, and nothing else happened on that worker meanwhile (measured after an
+    overload: 11.8 s without accepting or serving). One worker, 4 such clients: a new review is
+    still answered at once."""
+    server = start_server("--workers", "1", wait=False)
+    wait_ready(server)
+    wait_workers(server, 1)
+    body = encode(review(vllm_pod("--tensor-parallel-size", "4"), uid="uid-silent"))
+    request = (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    silent = []
+    try:
+        for _ in range(4):
+            sock = server.tls_socket()
+            sock.sendall(request)  # and never read, never close (until the end of the test)
+            silent.append(sock)
+        time.sleep(0.3)  # the worker answers them and starts closing
+        started = time.monotonic()
+        conn = server.connection()
+        try:
+            status, _doc, _ = request_json(conn, "POST", "/validate", body)
+        finally:
+            conn.close()
+        assert status == 200
+        assert time.monotonic() - started < 1.0, "the worker was stalled by the silent clients' closes"
+    finally:
+        for sock in silent:
+            sock.close()

@@ -28,6 +28,13 @@ from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
 
+from webhook.closing import GracefulCloser
+
+try:  # gthread's "no request yet, back to the poller" result (gunicorn 27)
+    from gunicorn.workers.gthread import _DEFER
+except ImportError:  # pragma: no cover - older gthread defers nothing
+    _DEFER = object()
+
 _SLOT = struct.Struct("=qqd")  # pid, open connections, heartbeat (time.monotonic, system-wide)
 STALE = 3.0
 """Seconds without a heartbeat after which a slot no longer counts (a worker's loop beats every <= 1 s)."""
@@ -147,20 +154,35 @@ class BalancedThreadWorker(ThreadWorker):
         self._max_connections = value
 
     def finish_request(self, conn: Any, fs: Any) -> None:
-        """gthread's, with a closed connection counted once.
+        """gthread's, with a closed connection counted once and closed off the main loop.
 
-        gthread (27.0) lowers ``nr_conns`` and then closes the connection gracefully; when that close
-        raises, because the socket is already closed (gthread's own ``handle`` closes it on a TLS EOF,
-        and so does a connection shed before its handshake), its ``except`` branch lowers the count a
-        second time. Every client that hangs up abruptly then leaves the count one lower; it goes
-        negative, the other worker holds "more than the fewest" forever and stops accepting, and one
-        worker serves everything (measured: after five 10 s wrk runs at 8 connections, 500 instead of
-        1,000 req/s, the second worker idle). One call finishes one connection, so it may lower the
-        count by one at most."""
+        A connection ``handle`` is done with (a falsy result) is what gthread would close: counted
+        down here, once, and closed gracefully by :class:`webhook.closing.GracefulCloser` instead of
+        lingering up to 2 s on this thread (see that module). Everything else (keep-alive, deferral,
+        a crashed handler) is gthread's own code, with one guard: gthread (27.0) lowers ``nr_conns``
+        and then closes; when that close raises because the socket is already closed, its ``except``
+        branch lowers the count a second time. Clients that hung up mid-request (kube-apiserver at
+        its timeout, wrk at the end of a run) then drove the count negative, the other worker held
+        "more than the fewest" forever and stopped accepting, and one worker served everything
+        (measured: after five 10 s wrk runs at 8 connections, 500 instead of 1,000 req/s). One call
+        finishes one connection, so it may lower the count by one at most."""
+        if fs.done() and not fs.cancelled() and fs.exception() is None:
+            result = fs.result()
+            if not result and result is not _DEFER:
+                self.nr_conns -= 1
+                self._closer.close(conn)
+                return
         before = self._nr_conns
         super().finish_request(conn, fs)
         if self._nr_conns < before - 1:
             self.nr_conns = before - 1
+
+    @property
+    def _closer(self) -> GracefulCloser:
+        closer = self.__dict__.get("_graceful_closer")
+        if closer is None:
+            closer = self.__dict__["_graceful_closer"] = GracefulCloser()
+        return closer
 
     def wait_for_and_dispatch_events(self, timeout: Any) -> None:
         if not self._accepting and self._slot is not None:
