@@ -176,7 +176,8 @@ def e2e_restart(r: dict[str, Any]) -> str:
 OVERLOAD_RUNS = (("overload_before", "before this issue (commit 2b4717c: plain gthread)"),
                  ("overload_no_shedding", "idle connections deferred, no shedding (`--max-queue-age 0`)"),
                  ("overload_2_5", "shedding at 2.5 s (`--max-queue-age 2.5`)"),
-                 ("overload", "**shedding at 1 s (the default)**"))
+                 ("overload", "**shedding at 1 s (the default)**"),
+                 ("overload_1dec", "shedding at 1 s, after the connection-count and close fixes (1 Dec)"))
 
 
 def overload_summary(_: dict[str, Any]) -> str:
@@ -200,7 +201,7 @@ def overload_summary(_: dict[str, Any]) -> str:
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "overload_summary": overload_summary,
     "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
-    "overload_no_shedding": overload_before,
+    "overload_no_shedding": overload_before, "overload_1dec": overload_before,
     "worker_kill": worker_kill,
     "rotation_load": rotation_load, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
 }
