@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,8 @@ def test_the_closer_is_bounded() -> None:
     assert extra.graceful == [False] and closer.immediate == 1
     assert wait_for(lambda: closer.pending == 0)
     assert all(c.graceful == [True] for c in slow)
+    closers = [t for t in threading.enumerate() if t.name.startswith("gpu-admission-close-")]
+    assert closers and all(t.daemon for t in closers)  # an exiting worker does not wait for them
 
 
 def test_the_published_count_follows_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,8 +17,8 @@ closed at once without the linger, as anything else would hold sockets open with
 
 from __future__ import annotations
 
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 THREADS = 2
@@ -27,7 +27,9 @@ BACKLOG = 64
 
 class GracefulCloser:
     """Closes gthread connections (``TConn``) gracefully on background threads, at most ``backlog``
-    at a time; beyond that, immediately. Created lazily, so each forked worker gets its own threads."""
+    at a time; beyond that, immediately. The threads start on first use, so each forked worker gets
+    its own, and they are daemon threads: a worker that exits does not wait for a client to hang up
+    (the kernel closes what is left)."""
 
     def __init__(self, threads: int = THREADS, backlog: int = BACKLOG) -> None:
         self.threads = threads
@@ -35,7 +37,8 @@ class GracefulCloser:
         self.pending = 0
         self.immediate = 0  # closes done without the linger because the backlog was full
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._started = False
 
     def close(self, conn: Any) -> None:
         with self._lock:
@@ -44,32 +47,32 @@ class GracefulCloser:
                 self.pending += 1
             else:
                 self.immediate += 1
+            start = queued and not self._started
+            self._started = self._started or start
         if not queued:
             _close_now(conn)
             return
-        try:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="gpu-admission-close")
-            self._pool.submit(self._graceful, conn)
-        except RuntimeError:  # the pool is shutting down (the worker is exiting)
-            self._done()
-            _close_now(conn)
+        if start:
+            for i in range(self.threads):
+                threading.Thread(target=self._run, name=f"gpu-admission-close-{i}", daemon=True).start()
+        self._queue.put(conn)
 
-    def _graceful(self, conn: Any) -> None:
-        try:
-            conn.close(graceful=True)
-        except OSError:  # already closed (a TLS EOF seen in handle(), a connection shed before its handshake)
-            _close_now(conn)
-        finally:
-            self._done()
-
-    def _done(self) -> None:
-        with self._lock:
-            self.pending -= 1
+    def _run(self) -> None:
+        while True:
+            conn = self._queue.get()
+            try:
+                conn.close(graceful=True)
+            except OSError:  # already closed (a TLS EOF seen in handle(), a connection shed before its handshake)
+                _close_now(conn)
+            except Exception:  # noqa: BLE001 - a closer thread must outlive any one connection
+                _close_now(conn)
+            finally:
+                with self._lock:
+                    self.pending -= 1
 
 
 def _close_now(conn: Any) -> None:
     try:
         conn.close()
-    except OSError:
+    except Exception:  # noqa: BLE001 - closing is best effort; the kernel closes what is left at exit
         pass
