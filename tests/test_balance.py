@@ -20,6 +20,7 @@ import pytest
 from test_server_live import (  # noqa: F401 - fixtures
     StartServer, encode, live_workers, pki, request_json, review, start_server, vllm_pod, wait_ready, wait_workers,
 )
+from bench import common
 from webhook import balance, closing
 
 
@@ -75,6 +76,7 @@ def bare_worker(conns: int, table: balance.ConnectionTable | None = None, slot: 
     worker.alive = True
     worker._slot = slot
     worker._nr_conns = conns
+    worker._graceful_closer = closing.GracefulCloser()  # what init_process creates
     return worker
 
 
@@ -84,13 +86,8 @@ def done(result: Any) -> concurrent.futures.Future[Any]:
     return fut
 
 
-def wait_for(check: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return bool(check())
+def wait_for(check: Any) -> bool:
+    return common.wait_until(check, 5.0, 0.01)
 
 
 @pytest.mark.parametrize("close_raises", [False, True], ids=["clean-close", "close-raises"])

@@ -118,10 +118,12 @@ class BalancedThreadWorker(ThreadWorker):
     """gthread that leaves new connections to a less loaded worker (see the module docstring)."""
 
     _slot: int | None = None
+    _graceful_closer: GracefulCloser
     _nr_conns: int = 0
     _max_connections: int = 1000
 
     def init_process(self) -> None:
+        self._graceful_closer = GracefulCloser()  # in the forked worker: its threads are this worker's
         if TABLE is not None:
             self._slot = TABLE.claim(os.getpid())
         super().init_process()
@@ -154,35 +156,25 @@ class BalancedThreadWorker(ThreadWorker):
         self._max_connections = value
 
     def finish_request(self, conn: Any, fs: Any) -> None:
-        """gthread's, with a closed connection counted once and closed off the main loop.
+        """gthread's, except that a connection to close is counted once and closed off the main loop.
 
-        A connection ``handle`` is done with (a falsy result) is what gthread would close: counted
-        down here, once, and closed gracefully by :class:`webhook.closing.GracefulCloser` instead of
-        lingering up to 2 s on this thread (see that module). Everything else (keep-alive, deferral,
-        a crashed handler) is gthread's own code, with one guard: gthread (27.0) lowers ``nr_conns``
-        and then closes; when that close raises because the socket is already closed, its ``except``
-        branch lowers the count a second time. Clients that hung up mid-request (kube-apiserver at
-        its timeout, wrk at the end of a run) then drove the count negative, the other worker held
-        "more than the fewest" forever and stopped accepting, and one worker served everything
-        (measured: after five 10 s wrk runs at 8 connections, 500 instead of 1,000 req/s). One call
-        finishes one connection, so it may lower the count by one at most."""
-        if fs.done() and not fs.cancelled() and fs.exception() is None:
-            result = fs.result()
+        A connection ``handle`` is done with (a falsy result, or a cancelled call) is what gthread
+        would close. gthread (27.0) lowers ``nr_conns`` and then closes it gracefully on this thread;
+        when that close raises because the socket is already closed, its ``except`` branch lowers the
+        count a second time. Clients that hung up mid-request (kube-apiserver at its timeout, wrk at
+        the end of a run) then drove the count negative, the other worker held "more than the fewest"
+        forever and stopped accepting, and one worker served everything (measured: after five 10 s
+        wrk runs at 8 connections, 500 instead of 1,000 req/s). Here the count is lowered once and
+        :class:`webhook.closing.GracefulCloser` closes the connection, without lingering up to 2 s on
+        this thread (see that module). Keep-alive, deferral and a crashed handler stay gthread's."""
+        cancelled = fs.cancelled()
+        if cancelled or fs.exception() is None:
+            result = False if cancelled else fs.result()
             if not result and result is not _DEFER:
                 self.nr_conns -= 1
-                self._closer.close(conn)
+                self._graceful_closer.close(conn)
                 return
-        before = self._nr_conns
         super().finish_request(conn, fs)
-        if self._nr_conns < before - 1:
-            self.nr_conns = before - 1
-
-    @property
-    def _closer(self) -> GracefulCloser:
-        closer = self.__dict__.get("_graceful_closer")
-        if closer is None:
-            closer = self.__dict__["_graceful_closer"] = GracefulCloser()
-        return closer
 
     def wait_for_and_dispatch_events(self, timeout: Any) -> None:
         if not self._accepting and self._slot is not None:
