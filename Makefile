@@ -25,7 +25,7 @@ certs/tls.crt: | $(STAMP)
 certs: certs/tls.crt  ## development CA + serving certificate in certs/ (if absent)
 
 manifests: $(STAMP) certs/tls.crt  ## TLS files for manifests/overlays/generated-certs (then: kubectl apply -k manifests/overlays/generated-certs)
-	$(BIN)/python -m webhook.install --certs certs --overlay manifests/overlays/generated-certs
+	$(BIN)/python -m webhook.cli.install --certs certs --overlay manifests/overlays/generated-certs
 
 run: $(STAMP) certs/tls.crt  ## start the admission server on https://127.0.0.1:8443 with the embedded default policy
 	$(BIN)/gpu-admission serve --cert certs/tls.crt --key certs/tls.key --bind $(BIND)

@@ -141,7 +141,8 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
     sys.path.insert(0, str(E2E))
     import control_plane as cpl  # tests/e2e: the e2e suite's own control plane library
 
-    from webhook import certs, install as webhook_install
+    from webhook.cli import certs
+    from webhook.cli import install as webhook_install
 
     bin_dir = _bin_dir()
     work = Path(tempfile.mkdtemp(prefix="gpu-admission-e2e-bench-"))

@@ -12,7 +12,7 @@ three equally, with the garbage collector off while timing:
 Each object is timed ``iterations`` times (after ``warmup`` untimed calls); per object we keep the
 median and p99 of each, and the ratio engine/floor and admission/floor of the medians.
 
-Cold containers: the memo of ``webhook.launchers.parse_container`` is emptied (untimed) before every
+Cold containers: the memo of ``webhook.core.launchers.parse_container`` is emptied (untimed) before every
 engine and admission call, so each call reads its command lines as if no pod with those containers
 had been seen before. In a cluster the memo answers the ``/validate`` call that follows ``/mutate``
 and the replicas of one template; timing repeated bodies with it would measure the memo. The sizing
@@ -28,9 +28,10 @@ import time
 from typing import Any
 
 from bench import common, corpus
-from webhook import admission, engine, review
-from webhook.launchers import container as launch_memo
-from webhook.settings import Settings, default as default_settings
+from webhook.core import engine
+from webhook.core.launchers import container as launch_memo
+from webhook.core.settings import Settings, default as default_settings
+from webhook.server import admission, review
 
 
 def _decide(item: corpus.Item, settings: Settings):

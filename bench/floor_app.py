@@ -2,7 +2,7 @@
 ``allowed: true`` with the uid echoed, the least any Python admission webhook does per request.
 
 ``python -m bench.floor_app --cert C --key K --bind HOST:PORT`` runs it under the SAME gunicorn
-configuration as ``gpu-admission serve`` (``webhook.server.AdmissionServer``: gthread workers, the
+configuration as ``gpu-admission serve`` (``webhook.server.gunicorn.application.AdmissionServer``: gthread workers, the
 same worker and thread counts, TLS context hook, keep-alive, timeouts, logging setup): only the WSGI
 app each worker loads differs (``app_factory``).
 """
@@ -44,7 +44,7 @@ def _factory(_options: Any, _settings: Any) -> Flask:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from webhook import server
+    from webhook.server.gunicorn import application as server
 
     parser = argparse.ArgumentParser(prog="floor_app")
     parser.add_argument("--cert", required=True)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     options = server.ServeOptions(cert=Path(args.cert), key=Path(args.key), bind=args.bind,
                                   workers=args.workers, threads=args.threads, log_level=args.log_level)
-    # the same process setup as webhook.server.run: a multi-process metrics directory exists (the
+    # the same process setup as webhook.server.gunicorn.application.run: a multi-process metrics directory exists (the
     # child_exit hook uses it) and only the master removes it
     owned = server.MULTIPROC_ENV not in os.environ
     metrics_dir = server.prepare_metrics_dir()

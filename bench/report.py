@@ -221,7 +221,7 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
     if server:
         add("## 2. Server: `gpu-admission serve` against the floor app")
         add("")
-        add(f"Both under the same gunicorn configuration (`webhook.server.AdmissionServer`: gthread, "
+        add(f"Both under the same gunicorn configuration (`webhook.server.gunicorn.application.AdmissionServer`: gthread, "
             f"{server['workers']} workers x {server['threads']} threads, TLS, keep-alive 75 s); the floor app "
             "(`bench/floor_app.py`) only parses the review and answers allowed. Load: `wrk` with one thread, "
             "keep-alive HTTPS, POSTing the review mix in turn (`bench/wrk_reviews.lua`); "

@@ -56,7 +56,7 @@ class Running:
 
 
 def _certs(work: Path) -> Path:
-    from webhook import certs
+    from webhook.cli import certs
 
     out = work / "certs"
     certs.write(certs.issue(service="gpu-admission", namespace="gpu-admission", ips=["127.0.0.1"]), out)
@@ -109,7 +109,7 @@ def with_nonce(doc: Any) -> Any:
     """The review with an env entry ``BENCH_NONCE=@NONCE@`` in every container of its object.
 
     wrk sends the mix again and again; gpu-admission remembers the command line of a container it
-    has read (``webhook.launchers.parse_container``: it answers ``/validate`` after ``/mutate`` and
+    has read (``webhook.core.launchers.parse_container``: it answers ``/validate`` after ``/mutate`` and
     the replicas of one template). A counter in every container makes each request's containers new,
     so the server is measured reading them, not remembering them. Both servers get the same bodies.
     ``BENCH_WARM=1`` sends the bodies as they are instead (the memo then answers most reviews, as it

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from webhook import certs, install
+from webhook.cli import certs
+from webhook.cli import install
 
 ROOT = Path(__file__).resolve().parent.parent
 # the control-plane library (tests/e2e/control_plane.py) is shared with `make cluster`, which runs

@@ -42,8 +42,8 @@ import jsonpatch
 import kubernetes_validate
 import yaml
 
-from webhook.review import WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL
-from webhook.workloads import pod_templates
+from webhook.core.workloads import pod_templates
+from webhook.server.review import WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "nvidia.com/gpu.product"

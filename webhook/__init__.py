@@ -1,7 +1,14 @@
 """gpu-admission: keep multi-GPU AI workloads on homogeneous, fitting GPU hardware.
 
-The package is one pure core (``workloads`` -> ``inference`` -> ``policy`` -> ``patches``, glued by
-``engine``) with thin front doors around it (``cli`` now, the admission server next).
+One pure core with two thin front doors, one folder each (ARCHITECTURE.md draws it):
+
+- :mod:`webhook.core`: object -> templates -> profile -> decision -> patches; no I/O, no clock;
+- :mod:`webhook.server`: the HTTPS admission server kube-apiserver calls (gunicorn machinery in
+  :mod:`webhook.server.gunicorn`);
+- :mod:`webhook.cli`: the ``gpu-admission`` command line (``check``, ``explain``, ``serve``, ...).
+
+The doors call the core only through its public modules (:data:`webhook.core.PUBLIC`), so the live
+webhook and the CI checker run the same code and cannot disagree.
 """
 
 __version__ = "0.1.0"

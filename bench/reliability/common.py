@@ -117,7 +117,7 @@ def free_port() -> int:
 
 
 def make_certs(out: Path, ca: tuple[bytes, bytes] | None = None) -> Any:
-    from webhook import certs
+    from webhook.cli import certs
 
     issued = certs.issue(service="gpu-admission", namespace="gpu-admission", ips=["127.0.0.1"], ca=ca)
     certs.write(issued, out)

@@ -30,7 +30,7 @@ def replace_file(path: Path, data: bytes, mode: int) -> None:
 
 
 async def rotate(certs: Path, issued: Any, seconds: float, every: float, log: list[dict[str, Any]]) -> None:
-    from webhook import certs as certs_mod
+    from webhook.cli import certs as certs_mod
 
     ca = (issued.ca_pem, issued.ca_key_pem)
     end = time.monotonic() + seconds

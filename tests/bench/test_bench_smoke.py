@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -36,7 +36,7 @@ def test_server_bench_bodies_make_every_container_new() -> None:
     """Each request of the server benchmark carries a counter in every container (filled in by wrk), so
     gpu-admission's memo of command lines cannot answer for it: the benchmark measures reading them."""
     from bench import server_bench
-    from webhook.launchers import container as memo
+    from webhook.core.launchers import container as memo
 
     item = next(i for i in corpus.items(variants=2) if i.kind == "Deployment")
     doc = server_bench.with_nonce(item.review)

@@ -23,8 +23,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from webhook import certs
-from webhook.certs import CertError, Issued, issue
+from webhook.cli import certs
+from webhook.cli.certs import CertError, Issued, issue
+from webhook.server import keypair
 
 SVC, NS = "gpu-admission", "gpu-system"
 UTC = datetime.timezone.utc
@@ -407,12 +408,12 @@ def test_certificate_expiry(tmp_path: Path, pair: Issued, content: object, expec
     files = {"cert": pair.cert_pem, "ca": pair.ca_pem, "chain": pair.cert_pem + pair.ca_pem, "key": pair.key_pem}
     if content is not None:
         path.write_bytes(files[content] if isinstance(content, str) else content)  # type: ignore[arg-type]
-    assert certs.certificate_expiry(path) == expected
-    assert certs.certificate_expiry(str(path)) == expected
+    assert keypair.certificate_expiry(path) == expected
+    assert keypair.certificate_expiry(str(path)) == expected
 
 
 def test_certificate_expiry_of_directory(tmp_path: Path) -> None:
-    assert certs.certificate_expiry(tmp_path) is None
+    assert keypair.certificate_expiry(tmp_path) is None
 
 
 @pytest.mark.parametrize("setup, now, reason", [
@@ -441,7 +442,7 @@ def test_pair_problem(tmp_path: Path, pair: Issued, setup: dict[str, object] | N
             target.write_bytes((tmp_path / content).read_bytes())
         else:
             target.write_bytes(content)  # type: ignore[arg-type]
-    problem = certs.pair_problem(tmp_path / "tls.crt", tmp_path / "tls.key", now=now)
+    problem = keypair.pair_problem(tmp_path / "tls.crt", tmp_path / "tls.key", now=now)
     if reason is None:
         assert problem is None
     else:
@@ -470,7 +471,7 @@ def test_run_writes_and_prints_ca_bundle(tmp_path: Path, key_type: str) -> None:
     assert out.count("\n") == 1
     assert base64.b64decode(out.strip(), validate=True) == (out_dir / "ca.crt").read_bytes()
     assert sorted(p.name for p in out_dir.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
-    assert certs.pair_problem(out_dir / "tls.crt", out_dir / "tls.key") is None
+    assert keypair.pair_problem(out_dir / "tls.crt", out_dir / "tls.key") is None
     assert "tls.crt" in err and "expires" in err and "new" in err
     leaf = load((out_dir / "tls.crt").read_bytes())
     leaf.verify_directly_issued_by(load((out_dir / "ca.crt").read_bytes()))
@@ -482,7 +483,7 @@ def test_run_refuses_to_overwrite_a_good_pair(tmp_path: Path) -> None:
     before = snapshot(tmp_path)
     code, out, err = run("--out", str(tmp_path))
     assert (code, out) == (2, "")
-    expiry = datetime.datetime.fromtimestamp(certs.certificate_expiry(tmp_path / "tls.crt") or 0, UTC)
+    expiry = datetime.datetime.fromtimestamp(keypair.certificate_expiry(tmp_path / "tls.crt") or 0, UTC)
     assert str(tmp_path / "tls.crt") in err
     assert expiry.strftime("%Y-%m-%dT%H:%M:%SZ") in err
     assert "--force" in err
@@ -540,7 +541,7 @@ def test_expiring_pair_replaced_without_force_keeping_ca(tmp_path: Path, issued_
     assert "replacing the existing pair" in err
     assert bundle.strip() == old.ca_bundle
     assert (tmp_path / "tls.crt").read_bytes() != old.cert_pem
-    assert certs.pair_problem(tmp_path / "tls.crt", tmp_path / "tls.key") is None
+    assert keypair.pair_problem(tmp_path / "tls.crt", tmp_path / "tls.key") is None
 
 
 @pytest.mark.parametrize("damage, note", [

@@ -1,4 +1,4 @@
-"""``check`` in several processes (``webhook.check_pool``): the same report, in the same order, with
+"""``check`` in several processes (``webhook.cli.check_pool``): the same report, in the same order, with
 the same ``file#index`` sources and the same errors as one process."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from bench import corpus
-from webhook import check_pool, cli, report, settings as settings_mod, sources
-from webhook.cli import main
+from webhook.cli import check_pool, main as cli, report, sources
+from webhook.cli.main import main
+from webhook.core import settings as settings_mod
 
 S = settings_mod.default()
 

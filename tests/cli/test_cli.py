@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cli import main
+from webhook.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 GOOD_POD = """\

@@ -23,11 +23,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from webhook import certs, install
-from webhook.cli import build_parser
-from webhook.settings import default as default_settings, embedded_policy_text
+from webhook.cli import certs
+from webhook.cli import install
+from webhook.cli.main import build_parser
+from webhook.core.settings import default as default_settings, embedded_policy_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 NAMESPACE = "gpu-admission"
 SERVICE = "gpu-admission"
@@ -360,7 +361,7 @@ def test_pdb_service_and_network_policy_fit_the_pods(rendered) -> None:
     assert netpol["egress"] == [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
 
 
-# --- the generated-certs overlay writer (webhook/install.py) --------------------------------------
+# --- the generated-certs overlay writer (webhook/cli/install.py) --------------------------------------
 
 def test_install_copies_a_checked_pair(tmp_path: Path) -> None:
     certs.write(certs.issue(service=SERVICE, namespace=NAMESPACE), tmp_path / "certs")
@@ -412,7 +413,7 @@ def test_make_manifests_target_fills_the_overlay() -> None:
     makefile = (ROOT / "Makefile").read_text()
     target = re.search(r"^manifests: (.*)\n\t(.*)$", makefile, re.M)
     assert target and "certs/tls.crt" in target.group(1)
-    assert "webhook.install" in target.group(2) and "manifests/overlays/generated-certs" in target.group(2)
+    assert "webhook.cli.install" in target.group(2) and "manifests/overlays/generated-certs" in target.group(2)
     ignored = (ROOT / ".gitignore").read_text()
     assert "manifests/overlays/generated-certs/*.key" in ignored
 

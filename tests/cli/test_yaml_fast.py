@@ -1,4 +1,4 @@
-"""``webhook.yaml_fast.load_all`` gives exactly what ``yaml.load_all`` (CSafeLoader) gives, or raises
+"""``webhook.cli.yaml_fast.load_all`` gives exactly what ``yaml.load_all`` (CSafeLoader) gives, or raises
 the same error: on the shipped examples, on every YAML construct it hands back to PyYAML, and on
 generated streams."""
 
@@ -12,9 +12,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from webhook import yaml_fast
+from webhook.cli import yaml_fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def reference(text: str) -> list[Any]:

@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 from flask.testing import FlaskClient
 
-from webhook import dra, engine, settings as settings_mod
-from webhook.app import create_app
+from webhook.core import dra, engine, settings as settings_mod
+from webhook.server.app import create_app
 
 V1 = "resource.k8s.io/v1"
 ATTR = dra.PRODUCT_ATTRIBUTE
@@ -205,7 +205,7 @@ def test_engine_judge_any_routes_claims_and_pods() -> None:
 
 def test_report_renders_claims_through_judge_any() -> None:
     """The CLI hook: report rows built from judge_any results need nothing DRA-specific."""
-    from webhook import report
+    from webhook.cli import report
     obj = claim(exactly("gpus", 4))
     rows = [report.Row("claim.yaml", obj, "", r) for r in engine.judge_any(obj, settings_mod.default(), mutate=False)]
     text = report.render_text(rows)

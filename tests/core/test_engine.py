@@ -8,8 +8,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from webhook import settings as settings_mod
-from webhook.engine import TemplateResult, judge
+from webhook.core import settings as settings_mod
+from webhook.core.engine import TemplateResult, judge
 
 S = settings_mod.default()
 KEY = "nvidia.com/gpu.product"

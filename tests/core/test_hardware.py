@@ -10,8 +10,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook import hardware
-from webhook.hardware import Catalog, default_catalog, load_catalog
+from webhook.core import hardware
+from webhook.core.hardware import Catalog, default_catalog, load_catalog
 
 CAT = default_catalog()
 
@@ -20,7 +20,7 @@ def _raw() -> dict[str, Any]:
     """A fresh, mutable copy of the bundled catalog data."""
     from importlib import resources
 
-    return yaml.safe_load(resources.files("webhook").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load(resources.files("webhook.core").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
 
 
 # --------------------------------------------------------------------------- the bundled data
@@ -57,7 +57,7 @@ def test_default_tiers_match_the_shipped_policy() -> None:
     # The embedded policy names tiers by product id; a renamed id here would break it.
     from importlib import resources
 
-    policy = yaml.safe_load(resources.files("webhook").joinpath("data/policy.yaml").read_text(encoding="utf-8"))
+    policy = yaml.safe_load(resources.files("webhook.core").joinpath("data/policy.yaml").read_text(encoding="utf-8"))
     for tier in policy["tiers"]:
         assert set(tier["products"]) == set(CAT.tiers[tier["name"]]), tier["name"]
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from kubernetes import client
 
-from webhook import settings as settings_mod
-from webhook.cli import main
-from webhook.engine import judge
-from webhook.inventory import Inventory, from_nodes
-from webhook.inventory_cli import summary, used_gpus
-from webhook.node_watch import NodeWatch
+from webhook.cli.inventory import summary, used_gpus
+from webhook.cli.main import main
+from webhook.core import settings as settings_mod
+from webhook.core.engine import judge
+from webhook.core.inventory import Inventory, from_nodes
+from webhook.server.node_watch import NodeWatch
 
 S = settings_mod.default()
 KEY = "nvidia.com/gpu.product"

@@ -1,4 +1,4 @@
-"""Tests for ``webhook.launchers``: one row per launcher and flag spelling, then the traps.
+"""Tests for ``webhook.core.launchers``: one row per launcher and flag spelling, then the traps.
 
 Each row is (id, container, expected fields); only the listed fields are checked, so a row says
 exactly what it is about.
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.domain import LaunchSpec
-from webhook.launchers import canonical_dtype, canonical_quantization, norm_flag, parse_container
+from webhook.core.domain import LaunchSpec
+from webhook.core.launchers import canonical_dtype, canonical_quantization, norm_flag, parse_container
 
 M = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -526,7 +526,7 @@ def test_secret_never_in_spec(container: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- the memo of parse_container
 
-from webhook.launchers import container as container_mod  # noqa: E402
+from webhook.core.launchers import container as container_mod  # noqa: E402
 
 _ALL_CONTAINERS = ([(x[0], x[1]) for x in CASES] + [(x[0], x[1]) for x in HIDDEN_CASES]
                    + [(x[0], x[1]) for x in NOTE_CASES] + [(g[0], g[1]) for g in GARBAGE if isinstance(g[1], dict)])

@@ -1,4 +1,4 @@
-"""Tests for webhook.models: catalog lookups, name rules and their traps, hostile input."""
+"""Tests for webhook.core.models: catalog lookups, name rules and their traps, hostile input."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import models
-from webhook.domain import ModelInfo
+from webhook.core import models
+from webhook.core.domain import ModelInfo
 
 # --------------------------------------------------------------------------- describe: sizes
 # (model, total params_b, active params_b, source)

@@ -13,10 +13,10 @@ import kubernetes_validate
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from webhook.domain import GroupAffinity, Placement
-from webhook.patches import build, has_group_term
-from webhook.selection import pinned_values
-from webhook.workloads import escape, join
+from webhook.core.domain import GroupAffinity, Placement
+from webhook.core.patches import build, has_group_term
+from webhook.core.selection import pinned_values
+from webhook.core.workloads import escape, join
 
 KEY = "nvidia.com/gpu.product"
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -57,7 +57,7 @@ def matches_expr(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 
 def schedulable(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Kubernetes node selection semantics, written independently of webhook.selection."""
+    """Kubernetes node selection semantics, written independently of webhook.core.selection."""
     for k, v in (spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
             return False

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook import settings as settings_mod
-from webhook.settings import SettingsError
+from webhook.core import settings as settings_mod
+from webhook.core.settings import SettingsError
 
 
 def test_embedded_default() -> None:
@@ -73,11 +73,11 @@ def test_errors_name_the_field(raw: Any, field: str) -> None:
 
 def test_file_errors(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="cannot read"):
-        settings_mod.load(tmp_path / "missing.yaml")
+        settings_mod.load(tmp_path / "missing.yaml", read=Path.read_bytes)
     bad = tmp_path / "bad.yaml"
     bad.write_text("mode: enforce\ntiers: [\n")
     with pytest.raises(SettingsError, match=r"bad.yaml: line \d+: invalid YAML"):
-        settings_mod.load(bad)
+        settings_mod.load(bad, read=Path.read_bytes)
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    assert settings_mod.load(empty).mode == "enforce"
+    assert settings_mod.load(empty, read=Path.read_bytes).mode == "enforce"

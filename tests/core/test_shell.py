@@ -1,4 +1,4 @@
-"""Tests for ``webhook.shell``: kubelet expansion, env reading and ``sh -c`` splitting.
+"""Tests for ``webhook.core.shell``: kubelet expansion, env reading and ``sh -c`` splitting.
 
 Tables first (one row per shape seen in real manifests), then hostile input and properties.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.container_env import container_env, expand_kubelet, is_secret_name
-from webhook.shell import Invocation, invocations, split_commands, split_words
+from webhook.core.container_env import container_env, expand_kubelet, is_secret_name
+from webhook.core.shell import Invocation, invocations, split_commands, split_words
 
 
 def argvs(container: dict[str, Any], env: dict[str, str] | None = None) -> list[tuple[str, ...]]:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.domain import GpuProduct, LabelOption, WorkloadProfile
-from webhook.hardware import default_catalog
-from webhook.sizing import bytes_per_param, decode_time_ms, estimate_layers, fit
+from webhook.core.domain import GpuProduct, LabelOption, WorkloadProfile
+from webhook.core.hardware import default_catalog
+from webhook.core.sizing import bytes_per_param, decode_time_ms, estimate_layers, fit
 
 CAT = default_catalog()
 
@@ -337,7 +337,7 @@ def test_fit_is_deterministic() -> None:
 
 # --------------------------------------------------------------------------- fit_options (memoized)
 
-from webhook import sizing  # noqa: E402
+from webhook.core import sizing  # noqa: E402
 
 _OPTS = tuple(opt(p) for p in ("A100-SXM4-80GB", "L40S", "H100-SXM5-80GB"))
 _PARAMS = {"overhead_gib": 2.0, "kv_reserve_gib": 2.0, "kv_fraction": 0.1, "utilization": 0.9}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from webhook.resources import QuantityError, gpu_count, pod_gpus
-from webhook.selection import pinned_values
-from webhook.workloads import documents, pod_templates
+from webhook.core.resources import QuantityError, gpu_count, pod_gpus
+from webhook.core.selection import pinned_values
+from webhook.core.workloads import documents, pod_templates
 
 SPEC = {"containers": [{"name": "c", "image": "x"}]}
 TPL = {"metadata": {"annotations": {"a": "b"}}, "spec": SPEC}

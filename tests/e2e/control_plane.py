@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from objects import GPU, PRODUCT_LABEL, vllm_pod
-from webhook import install as webhook_install
+from webhook.cli import install as webhook_install
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 120.0

@@ -15,10 +15,11 @@ import jsonpatch
 import pytest
 from flask.testing import FlaskClient
 
-from webhook import admission, settings as settings_mod
-from webhook.app import create_app
-from webhook.live_settings import LiveSettings
-from webhook.review import WARNINGS_MAX_TOTAL
+from webhook.core import settings as settings_mod
+from webhook.server import admission
+from webhook.server.app import create_app
+from webhook.server.live_settings import LiveSettings
+from webhook.server.review import WARNINGS_MAX_TOTAL
 
 KEY = "nvidia.com/gpu.product"
 SECRET = "hf_PlantedSecretValue123"
@@ -281,7 +282,7 @@ def test_decision_log_line_without_secrets(client: FlaskClient, caplog: pytest.L
     with caplog.at_level(logging.INFO, logger="gpu_admission"):
         post(client, "/validate", review(TP4_L40S, uid="uid-log"))
     (rec,) = [r for r in caplog.records if getattr(r, "event", None) == "decision"]
-    from webhook.logs import JsonFormatter
+    from webhook.server.logs import JsonFormatter
     line = json.loads(JsonFormatter().format(rec))
     for field in ("uid", "namespace", "name", "kind", "operation", "mode", "allowed", "codes", "tier", "latency_ms"):
         assert field in line, field

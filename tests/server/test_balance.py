@@ -1,4 +1,4 @@
-"""Keep-alive connections spread over the workers (``webhook.balance``).
+"""Keep-alive connections spread over the workers (``webhook.server.gunicorn.balance``).
 
 The table and the accept rule are tested in process; the live test shows the count staying right
 when clients hang up without a TLS close_notify (what wrk, and a client timing out, do), which is
@@ -21,7 +21,7 @@ from test_server_live import (  # noqa: F401 - fixtures
     StartServer, encode, live_workers, pki, request_json, review, start_server, vllm_pod, wait_ready, wait_workers,
 )
 from bench import common
-from webhook import balance, closing
+from webhook.server.gunicorn import balance, closing
 
 
 # ----------------------------------------------------------------------------- the table

@@ -25,9 +25,9 @@ import jsonpatch
 import pytest
 from flask.testing import FlaskClient
 
-from webhook import settings as settings_mod
-from webhook.app import create_app
-from webhook.selection import pinned_values, term_values
+from webhook.core import settings as settings_mod
+from webhook.core.selection import pinned_values, term_values
+from webhook.server.app import create_app
 
 KEY = "nvidia.com/gpu.product"
 A100, L40S, L4 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-L40S", "NVIDIA-L4"

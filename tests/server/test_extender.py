@@ -11,10 +11,10 @@ import pytest
 import yaml
 from flask.testing import FlaskClient
 
-from webhook import scheduling, settings as settings_mod
-from webhook.app import create_app
+from webhook.core import scheduling, settings as settings_mod
+from webhook.server.app import create_app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "manifests/scheduler/kube-scheduler-config.yaml"
 A100, L40S, H100 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-L40S", "NVIDIA-H100-80GB-HBM3"
 

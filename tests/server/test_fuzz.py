@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzzing
-from webhook import settings as settings_mod
-from webhook.app import create_app
-from webhook.inference import MAX_CONTAINERS
+from webhook.core import settings as settings_mod
+from webhook.core.inference import MAX_CONTAINERS
+from webhook.server.app import create_app
 
 REVIEWS = int(os.environ.get("FUZZ_REVIEWS", "20000"))
 SEED = int(os.environ.get("FUZZ_SEED", "20260601"))

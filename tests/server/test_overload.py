@@ -1,4 +1,4 @@
-"""Load shedding (``webhook.overload``): a review that waited longer than ``max_queue_age`` for a worker
+"""Load shedding (``webhook.server.gunicorn.overload``): a review that waited longer than ``max_queue_age`` for a worker
 thread is refused with 503 instead of judged after kube-apiserver has given up on it.
 
 In process the worker's stamp is simulated through the WSGI environ; the live test shows the real
@@ -21,9 +21,9 @@ from test_server_live import (  # noqa: F401 - fixtures
     StartServer, encode, once, pki, request_json, review as live_review, run_serve, start_server, vllm_pod,
     wait_ready, wait_workers,
 )
-from webhook import settings as settings_mod
-from webhook.app import create_app
-from webhook.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
+from webhook.core import settings as settings_mod
+from webhook.server.app import create_app
+from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
 
 TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
 

@@ -6,7 +6,7 @@ the JSON formatter, and on the stderr of a real ``gpu-admission serve`` at debug
 
 What counts as a secret: the value of a secret-named env variable (``HF_TOKEN``, ``*_API_KEY``,
 ``*PASSWORD*``, ... as ``container_env.is_secret_name`` says) and any string shaped like a
-well-known credential (``webhook.redaction.TOKEN_RE``), wherever it is written. A model name taken
+well-known credential (``webhook.core.redaction.TOKEN_RE``), wherever it is written. A model name taken
 from a plain variable (``MODEL_ID``) is echoed on purpose: it is the point of the message.
 """
 
@@ -26,10 +26,12 @@ import yaml
 from test_server_live import (  # noqa: F401 - fixtures
     StartServer, encode, pki, request_json, start_server,
 )
-from webhook import admission, cli, settings as settings_mod
-from webhook.app import create_app
-from webhook.logs import JsonFormatter
-from webhook.redaction import REDACTED, redact
+from webhook.cli import main as cli
+from webhook.core import settings as settings_mod
+from webhook.core.redaction import REDACTED, redact
+from webhook.server import admission
+from webhook.server.app import create_app
+from webhook.server.logs import JsonFormatter
 
 KEY = "nvidia.com/gpu.product"
 SECRETS = {
@@ -262,7 +264,7 @@ def test_no_secret_in_a_real_servers_responses_or_stderr(start_server: StartServ
 
 from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
 
-from webhook.redaction import TOKEN_RE  # noqa: E402
+from webhook.core.redaction import TOKEN_RE  # noqa: E402
 
 _PIECES = [*SECRETS.values(), "HF_", "Sk-", "GHP_", "AKIA", "asia-east1", "xoxb-", "eyJ", "-----begin rsa private key-----",
            "nvapi-", "github_pat_", "glpat-", "AIza", "\u017fk-", "\u212a", " ", "-", "_", "a", "Z", "0", "\u00e9"]

@@ -34,9 +34,9 @@ import jsonpatch
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook import certs
+from webhook.cli import certs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "nvidia.com/gpu.product"
 SERVICE = NAMESPACE = "gpu-admission"
 MAX_BODY = 4 * 1024 * 1024  # ServeOptions.max_body

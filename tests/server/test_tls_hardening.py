@@ -25,7 +25,7 @@ from test_server_live import (  # noqa: F401 - fixtures
     TP4_L40S, Pki, Server, StartServer, _client, _handshake_in_memory, _permissive_server, encode, pki, request_json,
     review, start_server, wait_ready, wait_workers,
 )
-from webhook.tls import CIPHERS, build_context
+from webhook.server.gunicorn.tls import CIPHERS, build_context
 
 SERVICE_NAMES = ["gpu-admission", "gpu-admission.gpu-admission", "gpu-admission.gpu-admission.svc",
                  "gpu-admission.gpu-admission.svc.cluster.local"]

@@ -8,7 +8,8 @@ since 1.19. It also means the serverAuth EKU and a CA:false leaf that names its 
 The key files are never readable by others, not even for a moment. The CA and its key are kept, so
 rotating the serving certificate leaves the caBundle (and so the webhook configuration) unchanged.
 
-The decisions are pure: ``issue`` works on bytes, and ``pair_problem`` takes an explicit ``now``.
+The decisions are pure: ``issue`` works on bytes, and the server's ``keypair.pair_problem`` (the
+same check ``serve`` and ``/readyz`` use) takes an explicit ``now``.
 File I/O happens only in ``write`` and ``run``.
 """
 
@@ -31,6 +32,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from webhook.server import keypair
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -132,14 +135,6 @@ def dns_names(service: str, namespace: str) -> list[str]:
             f"{service}.{namespace}.svc.cluster.local"]
 
 
-def _utc(now: datetime.datetime | None) -> datetime.datetime:
-    """Aware UTC, to the whole second. X.509 times have no fractions, so Issued.not_after equals the cert's."""
-    moment = now if now is not None else datetime.datetime.now(datetime.timezone.utc)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc).replace(microsecond=0)
-
-
 def _new_key(key_type: str) -> PrivateKey:
     if key_type == "rsa":
         return rsa.generate_private_key(public_exponent=65537, key_size=RSA_BITS)
@@ -215,11 +210,6 @@ def _leaf(key: PrivateKey, ca_cert: x509.Certificate, ca_key: PrivateKey, names:
             .sign(ca_key, hashes.SHA256()))
 
 
-def _public_der(key: PrivateKey | x509.Certificate) -> bytes:
-    return key.public_key().public_bytes(serialization.Encoding.DER,
-                                         serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
 def _is_ca(cert: x509.Certificate) -> bool:
     try:
         if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
@@ -239,7 +229,7 @@ def load_ca(ca_pem: bytes, ca_key_pem: bytes, now: datetime.datetime | None = No
     Raises CertError with the reason. ``run`` prints that reason when it has to create a new CA.
     """
     crt_name, key_name = names
-    moment = _utc(now)
+    moment = keypair.utc(now)
     try:
         cert = x509.load_pem_x509_certificate(ca_pem)
     except ValueError:
@@ -252,12 +242,12 @@ def load_ca(ca_pem: bytes, ca_key_pem: bytes, now: datetime.datetime | None = No
         raise CertError(f"{key_name} is not a PEM private key") from None
     if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
         raise CertError(f"{key_name}: only ECDSA and RSA CA keys are supported")
-    if _public_der(key) != _public_der(cert):
+    if keypair.public_der(key) != keypair.public_der(cert):
         raise CertError(f"{key_name} does not match {crt_name}")
     if not _is_ca(cert):
         raise CertError(f"{crt_name} is not a CA certificate (basicConstraints CA:true, keyCertSign)")
     if cert.not_valid_after_utc <= moment + RENEW_WITHIN:
-        raise CertError(f"{crt_name} expires at {_stamp(cert.not_valid_after_utc)}, within "
+        raise CertError(f"{crt_name} expires at {keypair.stamp(cert.not_valid_after_utc)}, within "
                         f"{_hours(RENEW_WITHIN)} h")
     return cert, key
 
@@ -275,7 +265,7 @@ def issue(*, service: str, namespace: str, ips: Sequence[str] = (), days: int = 
     ip_sans = parse_ips(ips)
     _check_days(days)
     _check_key_type(key_type)
-    moment = _utc(now)
+    moment = keypair.utc(now)
     if ca is None:
         ca_key = _new_key(key_type)
         ca_cert = _new_ca(ca_key, service, namespace, moment)
@@ -342,59 +332,6 @@ def write(issued: Issued, out_dir: Path) -> None:
     _fsync_dir(out_dir)
 
 
-def _read_cert(path: str | Path) -> x509.Certificate | None:
-    try:
-        return x509.load_pem_x509_certificate(Path(path).read_bytes())
-    except (OSError, ValueError):
-        return None
-
-
-def certificate_expiry(path: str | Path) -> float | None:
-    """notAfter of the (first) certificate in a PEM file, as a unix timestamp.
-
-    Returns None when the file is unreadable or invalid. /readyz and the expiry metric call this
-    on every scrape, so it never raises.
-    """
-    cert = _read_cert(path)
-    return cert.not_valid_after_utc.timestamp() if cert is not None else None
-
-
-def pair_problem(cert_path: str | Path, key_path: str | Path,
-                 now: datetime.datetime | None = None) -> str | None:
-    """Return None when cert and key are a readable, matching pair that is valid at ``now``.
-
-    Otherwise return the first problem, as a sentence that names the file. "Valid" means
-    notBefore <= now < notAfter with no margin: a pair still serves until its last second.
-    """
-    moment = _utc(now)
-    try:
-        cert_bytes = Path(cert_path).read_bytes()
-        key_bytes = Path(key_path).read_bytes()
-    except OSError as exc:
-        return f"cannot read {exc.filename}: {exc.strerror or exc}"
-    try:
-        cert = x509.load_pem_x509_certificate(cert_bytes)
-    except ValueError:
-        return f"{cert_path} is not a PEM certificate"
-    try:
-        key = serialization.load_pem_private_key(key_bytes, password=None)
-    except TypeError:
-        return f"{key_path} is encrypted; the webhook needs an unencrypted key"
-    except (ValueError, UnsupportedAlgorithm):
-        return f"{key_path} is not a PEM private key"
-    if _public_der(key) != _public_der(cert):  # type: ignore[arg-type]
-        return f"{key_path} does not match {cert_path}"
-    if moment >= cert.not_valid_after_utc:
-        return f"{cert_path} expired at {_stamp(cert.not_valid_after_utc)}"
-    if moment < cert.not_valid_before_utc:
-        return f"{cert_path} is not valid before {_stamp(cert.not_valid_before_utc)}"
-    return None
-
-
-def _stamp(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _hours(delta: datetime.timedelta) -> int:
     return int(delta.total_seconds() // 3600)
 
@@ -444,18 +381,18 @@ def _existing_pair(cert_path: Path, key_path: Path, wanted: list[str],
     says why an existing pair is replaced anyway."""
     if not cert_path.exists() and not key_path.exists():
         return None, None
-    problem = pair_problem(cert_path, key_path, now)
+    problem = keypair.pair_problem(cert_path, key_path, now)
     if problem is not None:
         return None, f"replacing the existing pair: {problem}"
-    cert = _read_cert(cert_path)
+    cert = keypair.read_certificate(cert_path)
     assert cert is not None  # pair_problem just read it
     expiry = cert.not_valid_after_utc
     if expiry - now <= RENEW_WITHIN:
-        return None, f"replacing the existing pair: {cert_path} expires at {_stamp(expiry)}, within " \
+        return None, f"replacing the existing pair: {cert_path} expires at {keypair.stamp(expiry)}, within " \
                      f"{_hours(RENEW_WITHIN)} h"
     names = _cert_names(cert)
     other = "" if names == wanted else f" It is for {', '.join(names) or 'no DNS names'}, not {wanted[2]}."
-    return (f"{cert_path} is valid until {_stamp(expiry)} and matches {key_path}; not overwriting it.{other} "
+    return (f"{cert_path} is valid until {keypair.stamp(expiry)} and matches {key_path}; not overwriting it.{other} "
             f"Pass --force to re-issue it from the same CA (the caBundle stays the same), "
             f"add --new-ca to replace the CA as well."), None
 
@@ -483,14 +420,14 @@ def _summary(issued: Issued, out_dir: Path, names: list[str], ips: list[str], re
     files = ", ".join(f"{out_dir / n}" + (" (0600)" if FILE_MODES[n] == 0o600 else "") for n in FILE_MODES)
     sans = ", ".join([*names, *ips])
     lines = [f"wrote {files}",
-             f"serving certificate for {sans}; expires {_stamp(issued.not_after)}"]
+             f"serving certificate for {sans}; expires {keypair.stamp(issued.not_after)}"]
     if issued.not_after < now + datetime.timedelta(days=days):
         lines.append(f"note: it expires together with the CA, before the {days} days asked for; "
                      f"use --force --new-ca to renew the CA (the caBundle changes)")
     ca = x509.load_pem_x509_certificate(issued.ca_pem)
     ca_state = "reused; the caBundle is unchanged" if reused else \
         "new; put the caBundle printed on stdout into the webhook configuration"
-    lines.append(f"CA ({out_dir / CA_CERT}) {ca_state}; it expires {_stamp(ca.not_valid_after_utc)}")
+    lines.append(f"CA ({out_dir / CA_CERT}) {ca_state}; it expires {keypair.stamp(ca.not_valid_after_utc)}")
     return lines
 
 
@@ -509,7 +446,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _check_key_type(args.key_type)
     except CertError as exc:
         return _fail(err, str(exc))
-    out_dir, now = Path(args.out), _utc(None)
+    out_dir, now = Path(args.out), keypair.utc(None)
     names = dns_names(args.service, args.namespace)
     notes: list[str] = []
     if not args.force:

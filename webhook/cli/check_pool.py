@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from webhook import sources
-from webhook.report import Row
+from webhook.cli import sources
+from webhook.cli.report import Row
 
 PARALLEL_MIN_DOCS = 200
 """Below this many documents a pool costs more (forking, ~20 ms a worker) than it saves."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from webhook.domain import WorkloadProfile
-from webhook.policy import tier_fits
-from webhook.report import Row, _label
-from webhook.settings import Settings
+from webhook.cli.report import Row, _label
+from webhook.core.domain import WorkloadProfile
+from webhook.core.engine import tier_fits
+from webhook.core.settings import Settings
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:

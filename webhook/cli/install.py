@@ -4,7 +4,7 @@ The overlay's kustomization.yaml is committed; it builds the Secret ``gpu-admiss
 ``tls.crt``, ``tls.key`` and ``ca.crt`` next to it (git-ignored) and copies ``ca.crt`` into every
 webhook's caBundle. This module checks a pair made by ``gpu-admission certs`` and copies it there:
 
-    python -m webhook.install --certs certs --overlay manifests/overlays/generated-certs
+    python -m webhook.cli.install --certs certs --overlay manifests/overlays/generated-certs
 
 It refuses a pair that kube-apiserver would reject (expired, key not matching, not signed by the
 CA, no SAN for the Service's ``.svc`` name), so a bad certificate is caught before it is applied.
@@ -24,7 +24,7 @@ from typing import Sequence, TextIO
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from webhook.certs import pair_problem
+from webhook.server import keypair
 
 SERVICE = "gpu-admission"
 NAMESPACE = "gpu-admission"
@@ -42,7 +42,7 @@ def check_pair(certs_dir: Path, *, service: str = SERVICE, namespace: str = NAME
     """Raise InstallError unless certs_dir holds a CA and a serving pair kube-apiserver accepts
     for https://SERVICE.NAMESPACE.svc."""
     ca_path, crt_path, key_path = (certs_dir / name for name in FILES)
-    problem = pair_problem(crt_path, key_path, now)
+    problem = keypair.pair_problem(crt_path, key_path, now)
     if problem:
         raise InstallError(problem)
     try:
@@ -101,7 +101,7 @@ def write_overlay_tls(certs_dir: Path, overlay_dir: Path = OVERLAY, *, service: 
 def main(argv: Sequence[str] | None = None, *, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     parser = argparse.ArgumentParser(
-        prog="python -m webhook.install",
+        prog="python -m webhook.cli.install",
         description="Copy a checked CA and serving pair (from gpu-admission certs) into the "
                     "generated-certs kustomize overlay.")
     parser.add_argument("--certs", default="certs", metavar="DIR",
@@ -115,10 +115,10 @@ def main(argv: Sequence[str] | None = None, *, err: TextIO | None = None) -> int
         written = write_overlay_tls(Path(args.certs), Path(args.overlay), service=args.service,
                                     namespace=args.namespace)
     except InstallError as exc:
-        print(f"webhook.install: {exc}", file=err)
+        print(f"webhook.cli.install: {exc}", file=err)
         return 2
     except OSError as exc:
-        print(f"webhook.install: cannot write {exc.filename}: {exc.strerror or exc}", file=err)
+        print(f"webhook.cli.install: cannot write {exc.filename}: {exc.strerror or exc}", file=err)
         return 2
     print(f"wrote {', '.join(str(p) for p in written)}; install with: kubectl apply -k {args.overlay}",
           file=err)

@@ -2,19 +2,20 @@
 and the loader behind ``check --inventory NODES.yaml`` (a saved ``kubectl get nodes -o yaml``).
 
 I/O lives here, at the edge: listing Nodes and Pods through the ``kubernetes`` client. The index
-itself is :mod:`webhook.inventory` (pure).
+itself is :mod:`webhook.core.inventory` (pure).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from webhook import sources
-from webhook.inventory import Inventory, from_nodes, node_objects
-from webhook.resources import pod_gpus
-from webhook.settings import Settings, SettingsError, load as load_settings
+from webhook.cli import sources
+from webhook.core.inventory import Inventory, from_nodes, node_objects
+from webhook.core.resources import pod_gpus
+from webhook.core.settings import Settings, SettingsError, load as load_settings
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -90,14 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, read=Path.read_bytes)
     except SettingsError as exc:
         print(f"gpu-admission inventory: {exc}", file=err)
         return EXIT_USAGE
     try:
         from kubernetes.client import ApiClient
 
-        from webhook.node_watch import list_nodes, load_client
+        from webhook.server import list_nodes, load_client
 
         api = load_client(args.kubeconfig)
         nodes, rv = list_nodes(api)

@@ -11,13 +11,14 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from webhook import check_pool, engine, inventory_cli, report, settings as settings_mod, sources
-from webhook.inventory import Inventory
-from webhook.explain import render_explain
-from webhook.overload import DEFAULT_MAX_QUEUE_AGE
-from webhook.redaction import redact
-from webhook.settings import MODES, SettingsError
-from webhook.workloads import documents
+from webhook.cli import check_pool, inventory as inventory_cli, report, sources
+from webhook.cli.explain import render_explain
+from webhook.core import engine, settings as settings_mod
+from webhook.core.inventory import Inventory
+from webhook.core.redaction import redact
+from webhook.core.settings import MODES, SettingsError
+from webhook.core.workloads import documents
+from webhook.server import DEFAULT_MAX_QUEUE_AGE
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 
@@ -41,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     """The whole command line. ``certs_flags=False`` leaves the flags of ``certs`` out (they need
-    webhook.certs, i.e. cryptography, a sixth of the start-up time of ``check``): only for parsing
+    webhook.cli.certs, i.e. cryptography, a sixth of the start-up time of ``check``): only for parsing
     a command line whose command is not ``certs``."""
     parser = _Parser(prog="gpu-admission", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,7 +108,7 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
         description="Create a CA and a serving certificate with the Service DNS names (and IP SANs) "
                     "kube-apiserver verifies; print the base64 caBundle for the webhook configuration.")
     if certs_flags:
-        from webhook import certs as certs_mod
+        from webhook.cli import certs as certs_mod
 
         certs_mod.add_arguments(certs)
 
@@ -138,15 +139,14 @@ def _positive(text: str) -> int:
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Validate everything a worker needs before forking, so a bad flag fails here with exit 2."""
-    from webhook import server
-    from webhook.certs import pair_problem
+    from webhook.server import ServeOptions, keypair, run
 
     try:
-        settings_mod.load(args.config)
+        settings_mod.load(args.config, read=Path.read_bytes)
     except SettingsError as exc:
         print(f"gpu-admission serve: {exc}", file=err)
         return EXIT_USAGE
-    problem = pair_problem(args.cert, args.key)
+    problem = keypair.pair_problem(args.cert, args.key)
     if problem:
         print(f"gpu-admission serve: {problem} (create a pair with: gpu-admission certs --service NAME "
               f"--namespace NS --ip 127.0.0.1)", file=err)
@@ -158,7 +158,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not sep or not port.isdigit() or not host:
         print(f"gpu-admission serve: --bind must be HOST:PORT, got {args.bind!r}", file=err)
         return EXIT_USAGE
-    return server.run(server.ServeOptions(
+    return run(ServeOptions(
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
         config=Path(args.config) if args.config else None,
         client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
@@ -179,7 +179,7 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
 def _prepare(paths: Sequence[str], config: str | None, err: TextIO) -> tuple[
         list[sources.Document], settings_mod.Settings] | None:
     try:
-        settings = settings_mod.load(config)
+        settings = settings_mod.load(config, read=Path.read_bytes)
         docs = sources.load(paths)
     except (SettingsError, sources.InputError) as exc:
         print(f"gpu-admission: {exc}", file=err)
@@ -192,7 +192,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("gpu-admission check: give a file, a directory or - for stdin", file=err)
         return EXIT_USAGE
     try:
-        settings = settings_mod.load(args.config)
+        settings = settings_mod.load(args.config, read=Path.read_bytes)
         texts = sources.read(args.paths)
         fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
         mutate = False if args.no_mutate else None
@@ -230,7 +230,7 @@ def _command(argv: Sequence[str]) -> str | None:
 
 
 def _cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from webhook import certs as certs_mod
+    from webhook.cli import certs as certs_mod
 
     return certs_mod.run(args, out, err)
 

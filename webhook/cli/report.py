@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from webhook.domain import JSON
-from webhook.engine import TemplateResult, object_identity
+from webhook.core.domain import JSON
+from webhook.core.engine import TemplateResult, object_identity
 
 
 @dataclass(frozen=True)

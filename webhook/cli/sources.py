@@ -13,7 +13,7 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
-from webhook import yaml_fast
+from webhook.cli import yaml_fast
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

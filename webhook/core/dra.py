@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.domain import JSON, Violation
-from webhook.workloads import join
+from webhook.core.domain import JSON, Violation
+from webhook.core.workloads import join
 
 SUPPORTED_API_VERSIONS: tuple[str, ...] = ("resource.k8s.io/v1",)
 """The DRA API versions judged. v1 is GA since Kubernetes 1.34; older beta shapes pass through."""

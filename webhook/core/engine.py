@@ -6,15 +6,21 @@ and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from webhook import dra, inference, patches, policy
-from webhook.domain import Decision, JSON, WorkloadProfile
-from webhook.inventory import Inventory
-from webhook.settings import Settings
-from webhook.workloads import PodTemplate, pod_templates
+from webhook.core import dra, inference, patches, policy
+from webhook.core.domain import Decision, JSON, WorkloadProfile
+from webhook.core.inventory import Inventory
+from webhook.core.policy import tier_fits
+from webhook.core.redaction import secret_values
+from webhook.core.settings import Settings
+from webhook.core.workloads import PodTemplate, pod_templates
+
+__all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review",
+           "object_identity", "tier_fits"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,23 @@ class TemplateResult:
     decision: Decision
     patch: tuple[dict[str, JSON], ...]
     """RFC 6902 ops relative to the document that was judged (empty when nothing changes)."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdicts on one object and what the reply quoting them needs, from ONE walk of it.
+
+    The server's reply redacts every text with the literal values of the object's secret-named env
+    variables; those live in the templates the engine just walked, so they travel with the verdicts
+    instead of the response path walking the object a second time. ``secrets`` is computed on first
+    use (most replies carry no text that could quote one)."""
+
+    results: tuple[TemplateResult, ...]
+
+    @cached_property
+    def secrets(self) -> tuple[str, ...]:
+        """Secret env values of the judged templates, longest first (:func:`redaction.secret_values`)."""
+        return secret_values(r.template.spec for r in self.results)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -65,7 +88,7 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
 def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
               prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...]:
     """:func:`judge`, plus ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates judged by
-    :func:`webhook.dra.judge_claim` (same defaults from the policy) and returned in the same shape,
+    :func:`webhook.core.dra.judge_claim` (same defaults from the policy) and returned in the same shape,
     one result each, so a front door that reports TemplateResults needs no other change. Other DRA
     versions are not judged and give ``()`` like any kind without pod templates."""
     claim = dra.judge_claim(obj, mode=mode or settings.mode, mutate=settings.mutate if mutate is None else mutate,
@@ -73,6 +96,12 @@ def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: 
     if claim is None:
         return judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix, inventory=inventory)
     return (claim_result(claim, obj, prefix),)
+
+
+def judge_review(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
+                 inventory: Inventory | None = None) -> Judgement:
+    """:func:`judge` for the admission server: the verdicts plus the secrets its reply must redact."""
+    return Judgement(judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory))
 
 
 def claim_result(claim: dra.DraResult, obj: Any, prefix: str = "") -> TemplateResult:

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from webhook.domain import GpuProduct, LabelOption, ParsedLabel
+from webhook.core.domain import GpuProduct, LabelOption, ParsedLabel
 
 GFD = "gfd"
 """The NVIDIA GPU Feature Discovery scheme; the only one with ``-SHARED``/``-MIG-*`` suffixes."""
@@ -267,7 +267,7 @@ def default_catalog() -> Catalog:
 
 @functools.cache
 def _bundled_catalog() -> Catalog:
-    text = resources.files("webhook").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
+    text = resources.files("webhook.core").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
     # the C parser when PyYAML has it: same document, a fraction of the start-up time
     return _build(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506
 

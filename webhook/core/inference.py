@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping
 from typing import Any
 
-from webhook import launchers, models, sizing
-from webhook.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
-from webhook.groups import declared_size
-from webhook.resources import pod_gpus
-from webhook.workloads import PodTemplate, join
+from webhook.core import launchers, models, sizing
+from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
+from webhook.core.groups import declared_size
+from webhook.core.resources import pod_gpus
+from webhook.core.workloads import PodTemplate, join
 
 PREFIX = "gpu-admission.io/"
 MODEL = PREFIX + "model"

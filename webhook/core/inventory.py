@@ -5,7 +5,7 @@ forever, and a node with two GPU models (GPU Feature Discovery then writes flipp
 the homogeneity the pin promises. This index answers "which product label values exist, on which
 nodes, with how many GPUs" and "which nodes cannot be trusted", so the policy can offer only what
 exists and keep multi-GPU pods off mixed nodes. The live watch that keeps it current is in
-:mod:`webhook.node_watch`; ``check --inventory`` builds it from a saved ``kubectl get nodes -o yaml``.
+:mod:`webhook.server.node_watch`; ``check --inventory`` builds it from a saved ``kubectl get nodes -o yaml``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.hardware import Catalog
-from webhook.resources import QuantityError, gpu_count
+from webhook.core.hardware import Catalog
+from webhook.core.resources import QuantityError, gpu_count
 
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"

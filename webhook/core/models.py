@@ -2,7 +2,7 @@
 
 Sizing a GPU request needs the parameter count of the served model, and workloads only name the
 model: a Hugging Face id, a NIM image-derived name, an ollama tag, a local or object-store path.
-This module turns such a name into a :class:`~webhook.domain.ModelInfo`:
+This module turns such a name into a :class:`~webhook.core.domain.ModelInfo`:
 
 1. The bundled catalog (``data/models.yaml``) is consulted first: it knows the counts a name cannot
    give (``DeepSeek-R1``, ``bge-m3``) or gives wrongly (``Mixtral-8x7B`` is 46.7B, not 56B; the

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.domain import JSON, GroupAffinity, Placement
-from webhook.selection import HOSTNAME, term_excludes, term_values
-from webhook.workloads import join
+from webhook.core.domain import JSON, GroupAffinity, Placement
+from webhook.core.selection import HOSTNAME, term_excludes, term_values
+from webhook.core.workloads import join
 
 Op = dict[str, JSON]
 

@@ -19,15 +19,15 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook import sizing
-from webhook.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
-from webhook.groups import declared_size, group_label
-from webhook.inference import MODE, TIER
-from webhook.inventory import Inventory
-from webhook.patches import has_group_term
-from webhook.selection import excludes_everywhere, pinned_values
-from webhook.settings import MODES, Settings, Tier
-from webhook.workloads import PodTemplate, join
+from webhook.core import sizing
+from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
+from webhook.core.groups import declared_size, group_label
+from webhook.core.inference import MODE, TIER
+from webhook.core.inventory import Inventory
+from webhook.core.patches import has_group_term
+from webhook.core.selection import excludes_everywhere, pinned_values
+from webhook.core.settings import MODES, Settings, Tier
+from webhook.core.workloads import PodTemplate, join
 
 MISSING_SELECTOR = "missing-homogeneous-selector"
 TIER_MISMATCH = "tier-mismatch"

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.container_env import is_secret_name, scalar_text
+from webhook.core.container_env import is_secret_name, scalar_text
 
 REDACTED = "[redacted]"
 """Safe inside JSON strings, XML text and log lines alike."""

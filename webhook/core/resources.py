@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from webhook.domain import Violation
-from webhook.workloads import join
+from webhook.core.domain import Violation
+from webhook.core.workloads import join
 
 _QUANTITY = re.compile(r"^([+-]?[0-9]{1,18}(?:\.[0-9]{1,18})?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|n|u)?$")
 _SUFFIX: Mapping[str, Decimal] = {

@@ -3,14 +3,14 @@ and which it should prefer, for workloads that carry no product selector at all.
 
 The admission webhook pins what it can recognise. A pod it does not pin (a namespace that opts out,
 an unknown launcher, a policy with ``mutate: false``) still requests ``nvidia.com/gpu``, and the
-default scheduler sees every GPU as the same. Run as a kube-scheduler extender (:mod:`webhook.extender`),
+default scheduler sees every GPU as the same. Run as a kube-scheduler extender (:mod:`webhook.server.extender`),
 these rules close that gap:
 
 * **Filter.** A pod that needs more than one GPU, or is a member of a multi-pod group
-  (:func:`webhook.groups.group_label`), never lands on a node that is not trusted to hold one GPU
+  (:func:`webhook.core.groups.group_label`), never lands on a node that is not trusted to hold one GPU
   model: a mixed or mislabeled node (``nvidia.com/gpu.count`` below the GPU capacity, labels that
   disagree, shared or MIG-partitioned GPUs) or a node with GPUs but no product label. The node facts
-  come from :func:`webhook.inventory.node_gpus`, the same reading the admission policy uses, so the
+  come from :func:`webhook.core.inventory.node_gpus`, the same reading the admission policy uses, so the
   webhook and the scheduler can never disagree about which node is mixed. Single-GPU pods are not
   filtered: one GPU is always one model.
 * **Score (0-10)**, after the seed's ``EvaluateHeterogeneousRisk`` (one card type: 100, mixed: 0),
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.groups import declared_size, group_label
-from webhook.inventory import NodeGpus, node_gpus
-from webhook.resources import pod_gpus
-from webhook.settings import Settings
+from webhook.core.groups import declared_size, group_label
+from webhook.core.inventory import NodeGpus, node_gpus
+from webhook.core.resources import pod_gpus
+from webhook.core.settings import Settings
 
 NEUTRAL = 5
 """Score of every node for a pod homogeneity does not concern (one GPU, no group)."""
@@ -86,7 +86,7 @@ def _strings(value: Any) -> dict[str, str]:
 
 
 def pod_need(pod: Mapping[str, Any], settings: Settings) -> PodNeed:
-    """GPUs counted as Kubernetes does (:func:`webhook.resources.pod_gpus`) and the pod's group."""
+    """GPUs counted as Kubernetes does (:func:`webhook.core.resources.pod_gpus`) and the pod's group."""
     meta = _mapping(pod.get("metadata"))
     labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
     gpus = pod_gpus(_mapping(pod.get("spec")), "/spec", settings.gpu_resources).gpus

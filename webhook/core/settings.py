@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
-from webhook.hardware import Catalog, load_catalog
+from webhook.core.hardware import Catalog, load_catalog
 
 if TYPE_CHECKING:
     import jsonschema
@@ -142,7 +142,7 @@ SCHEMA: Mapping[str, Any] = {
 
 @functools.cache
 def _embedded_text() -> str:
-    return resources.files("webhook").joinpath("data/policy.yaml").read_text(encoding="utf-8")
+    return resources.files("webhook.core").joinpath("data/policy.yaml").read_text(encoding="utf-8")
 
 
 def _load_bundled(text: str) -> Any:
@@ -154,7 +154,7 @@ def _load_bundled(text: str) -> Any:
 
 @functools.cache
 def _catalog_data() -> Mapping[str, Any]:
-    return _load_bundled(resources.files("webhook").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
+    return _load_bundled(resources.files("webhook.core").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
 
 
 @functools.cache
@@ -302,14 +302,20 @@ def parse_text(text: str, *, source: str) -> Settings:
     return from_mapping(raw, source=source)
 
 
-def load(path: str | Path | None = None) -> Settings:
-    """The policy in ``path``, or the embedded default when ``path`` is None."""
+def load(path: str | Path | None, *, read: Callable[[Path], bytes]) -> Settings:
+    """The policy in ``path``, or the embedded default when ``path`` is None.
+
+    ``read`` is the door's file access (``Path.read_bytes`` in the server and the CLI): the core
+    opens no file itself, so tests hand it bytes and the error mapping below is the same for the
+    live reload and ``check --config``."""
     if path is None:
         return default()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = read(Path(path))
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read policy file: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SettingsError(f"{path}: policy file is not UTF-8 text") from exc
     return parse_text(text, source=str(path))

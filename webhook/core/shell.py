@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from webhook.container_env import container_env, expand_kubelet, is_secret_name, scalar_text
+from webhook.core.container_env import container_env, expand_kubelet, is_secret_name, scalar_text
 
 __all__ = [
     "Invocation",

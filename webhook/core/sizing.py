@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from webhook.domain import Fit, LabelOption, WorkloadProfile
-from webhook.hardware import DEFAULT_ALLREDUCE_US, Catalog, default_catalog
+from webhook.core.domain import Fit, LabelOption, WorkloadProfile
+from webhook.core.hardware import DEFAULT_ALLREDUCE_US, Catalog, default_catalog
 
 GIB = 2 ** 30
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.domain import JSON
+from webhook.core.domain import JSON
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 

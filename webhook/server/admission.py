@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from webhook import dra, engine, review
-from webhook.domain import JSON
-from webhook.engine import TemplateResult
-from webhook.inventory import Inventory
-from webhook.review import Request
-from webhook.settings import Settings
-from webhook.workloads import WORKLOAD_KINDS
+from webhook.core import dra, engine
+from webhook.core.domain import JSON
+from webhook.core.engine import Judgement, TemplateResult
+from webhook.core.inventory import Inventory
+from webhook.core.settings import Settings
+from webhook.core.workloads import WORKLOAD_KINDS
+from webhook.server import review
+from webhook.server.review import Request
 
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
@@ -41,12 +42,12 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
     return Outcome(review.respond(req, allowed=True), True, mode)
 
 
-def _results(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
-             inventory: Inventory | None) -> list[TemplateResult]:
+def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
+           inventory: Inventory | None) -> Judgement:
     # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
     # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
     # single review carry thousands of pods and blow the admission deadline
-    return list(engine.judge(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory))
+    return engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory)
 
 
 def _subject(req: Request) -> str:
@@ -136,7 +137,8 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         return _mutate_claim(req, settings)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate:
         return _allow_at_once(req, mode)
-    results = _results(req, settings, mode=mode, mutate=True, inventory=inventory)
+    judged = _judge(req, settings, mode=mode, mutate=True, inventory=inventory)
+    results = judged.results
     patch = [op for r in results for op in r.patch]
     warnings = []
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -145,8 +147,8 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         assert placed.placement is not None
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
                         f"({placed.placement.label_key} In {len(placed.placement.values)} values)")
-    return Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings), True, mode,
-                   tier=tier, judged=True)
+    return Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
+                   True, mode, tier=tier, judged=True)
 
 
 def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None) -> Outcome:
@@ -158,7 +160,8 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
-    results = _results(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
+    judged = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
+    results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed for r in results):
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
     allowed = all(r.decision.allowed for r in results)
@@ -170,5 +173,6 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         message=None if allowed else _denial_message(req, results),
         warnings=_warnings(results),
         audit_annotations=_audit_annotations(results),
+        secrets=judged.secrets,
     )
     return Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True)

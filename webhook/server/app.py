@@ -17,16 +17,16 @@ from typing import Any, Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import admission, extender, review
-from webhook.certs import certificate_expiry, pair_problem
-from webhook.filewatch import stat_signature
-from webhook.inventory import Inventory
-from webhook.live_settings import LiveSettings
-from webhook.metrics import Metrics
-from webhook.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
-from webhook.redaction import redact
-from webhook.review import ReviewError
-from webhook.settings import MODES, Settings, default as default_settings
+from webhook.core.inventory import Inventory
+from webhook.core.redaction import redact
+from webhook.core.settings import MODES, Settings, default as default_settings
+from webhook.server import admission, extender, review
+from webhook.server.filewatch import stat_signature
+from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
+from webhook.server.keypair import certificate_expiry, pair_problem
+from webhook.server.live_settings import LiveSettings
+from webhook.server.metrics import Metrics
+from webhook.server.review import ReviewError
 
 log = logging.getLogger("gpu_admission.decision")
 errlog = logging.getLogger("gpu_admission.server")
@@ -73,7 +73,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     """Build the admission server app. ``settings``: fixed Settings, a LiveSettings that reloads its
     file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness.
     ``inventory``: returns the current GPU node inventory (the server's node watch), or None.
-    ``max_queue_age``: seconds a review may have waited for a worker thread (``webhook.overload``)
+    ``max_queue_age``: seconds a review may have waited for a worker thread (``webhook.server.gunicorn.overload``)
     before it is refused with 503 instead of judged; None or 0 never refuses."""
     current_inventory = inventory or (lambda: None)
     if isinstance(settings, LiveSettings):

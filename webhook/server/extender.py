@@ -1,5 +1,5 @@
 """kube-scheduler extender endpoints on the admission server: ``POST /scheduler/filter`` and
-``POST /scheduler/prioritize`` (rules in :mod:`webhook.scheduling`).
+``POST /scheduler/prioritize`` (rules in :mod:`webhook.core.scheduling`).
 
 Wire types mirror ``k8s.io/kube-scheduler/extender/v1`` (types.go, v0.36.3). Those Go structs have
 no json tags, so the JSON keys are the Go field names, capitalised:
@@ -28,8 +28,8 @@ from typing import Any, Mapping
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from webhook import scheduling
-from webhook.settings import Settings
+from webhook.core import scheduling
+from webhook.core.settings import Settings
 
 log = logging.getLogger("gpu_admission.extender")
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from webhook import settings as settings_mod
-from webhook.filewatch import FileWatch
-from webhook.settings import Settings, SettingsError
+from webhook.core import settings as settings_mod
+from webhook.core.settings import Settings, SettingsError
+from webhook.server.filewatch import FileWatch
 
 log = logging.getLogger("gpu_admission.config")
 
@@ -38,7 +38,7 @@ class LiveSettings:
         # the file's state is taken before reading it, so a change made while it is read is not missed
         self._watch = FileWatch([self.path], interval=interval) if self.path is not None else None
         try:
-            self._settings = initial or settings_mod.load(self.path)
+            self._settings = initial or settings_mod.load(self.path, read=Path.read_bytes)
         except SettingsError as exc:
             if fallback is None:
                 raise
@@ -83,7 +83,7 @@ class LiveSettings:
     def _reload(self, signature: tuple) -> None:
         assert self.path is not None and self._watch is not None
         try:
-            fresh = settings_mod.load(self.path)
+            fresh = settings_mod.load(self.path, read=Path.read_bytes)
         except SettingsError as exc:
             self._watch.accept(signature)  # do not re-parse the same broken file every second
             self.last_error = str(exc)

@@ -2,7 +2,7 @@
 
 Decision lines carry uid, namespace, name, kind, operation, mode, allowed, codes, tier and latency,
 never the object: pods carry tokens in their env, and a log line is forever. Every line passes
-through ``webhook.redaction.redact`` as well.
+through ``webhook.core.redaction.redact`` as well.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 
-from webhook.redaction import redact
+from webhook.core.redaction import redact
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 

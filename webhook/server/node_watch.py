@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from webhook.inventory import Inventory, from_nodes
-from webhook.settings import Settings
+from webhook.core.inventory import Inventory, from_nodes
+from webhook.core.settings import Settings
 
 log = logging.getLogger("gpu_admission.inventory")
 

@@ -14,9 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from webhook.domain import JSON
-from webhook.redaction import redact, secret_values
-from webhook.workloads import pod_templates
+from webhook.core.domain import JSON
+from webhook.core.redaction import redact
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -150,17 +149,16 @@ def respond(
     patch: Sequence[Mapping[str, JSON]] = (),
     warnings: Sequence[str] = (),
     audit_annotations: Mapping[str, str] | None = None,
+    secrets: Sequence[str] = (),
 ) -> dict[str, JSON]:
     """The complete AdmissionReview response: the ONE place a reply is built. Every text in it that
     leaves the cluster's objects (message, warnings, audit annotations) passes through
-    :func:`webhook.redaction.redact`, with the secret env values of the object under review."""
+    :func:`webhook.core.redaction.redact` with ``secrets``, the secret env values of the object under
+    review as the engine found them (:attr:`webhook.core.engine.Judgement.secrets`): the reply does
+    not walk the object again. Credential-shaped strings are redacted whatever ``secrets`` holds."""
     response: dict[str, JSON] = {"uid": req.uid if req is not None else (uid or ""), "allowed": allowed}
-    secrets: tuple[str, ...] | None = None
 
     def clean(text: str) -> str:
-        nonlocal secrets
-        if secrets is None:
-            secrets = secret_values(t.spec for t in pod_templates(req.obj)) if req is not None else ()
         return redact(text, secrets)
 
     if not allowed:

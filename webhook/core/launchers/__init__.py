@@ -15,8 +15,8 @@ of them and reads its flags through one small table per framework. Modules, in p
 
 from __future__ import annotations
 
-from webhook.launchers.container import parse_container
-from webhook.launchers.flags import Flag, norm_flag
-from webhook.launchers.values import canonical_dtype, canonical_quantization
+from webhook.core.launchers.container import parse_container
+from webhook.core.launchers.flags import Flag, norm_flag
+from webhook.core.launchers.values import canonical_dtype, canonical_quantization
 
 __all__ = ["parse_container", "Flag", "canonical_dtype", "canonical_quantization", "norm_flag"]

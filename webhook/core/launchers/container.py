@@ -12,13 +12,13 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from webhook.container_env import is_secret_name
-from webhook.domain import LaunchSpec
-from webhook.launchers.context import Ctx, context, with_argvs
-from webhook.launchers.detection import IMAGES, Launcher, detect
-from webhook.launchers.nim import NIM_IMAGE_RE, parse_nim
-from webhook.launchers.spec import MAX_MESSAGES, Spec
-from webhook.shell import Invocation, invocations
+from webhook.core.container_env import is_secret_name
+from webhook.core.domain import LaunchSpec
+from webhook.core.launchers.context import Ctx, context, with_argvs
+from webhook.core.launchers.detection import IMAGES, Launcher, detect
+from webhook.core.launchers.nim import NIM_IMAGE_RE, parse_nim
+from webhook.core.launchers.spec import MAX_MESSAGES, Spec
+from webhook.core.shell import Invocation, invocations
 
 
 READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle")

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.container_env import container_env, env_sources, is_secret_name
-from webhook.launchers.values import INT_RE
-from webhook.shell import Invocation, invocations
+from webhook.core.container_env import container_env, env_sources, is_secret_name
+from webhook.core.launchers.values import INT_RE
+from webhook.core.shell import Invocation, invocations
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from webhook.launchers.context import EMPTY_CTX
-from webhook.launchers.programs import program
-from webhook.launchers.serving import (
+from webhook.core.launchers.context import EMPTY_CTX
+from webhook.core.launchers.programs import program
+from webhook.core.launchers.serving import (
     parse_kserve,
     parse_lmdeploy,
     parse_ollama,
@@ -24,8 +24,8 @@ from webhook.launchers.serving import (
     parse_vllm_module,
     parse_vllm_serve,
 )
-from webhook.launchers.spec import Parser, Spec
-from webhook.launchers.training import (
+from webhook.core.launchers.spec import Parser, Spec
+from webhook.core.launchers.training import (
     parse_accelerate,
     parse_deepspeed,
     parse_nemo_cli,

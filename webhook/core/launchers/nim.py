@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from webhook.launchers.spec import Spec
+from webhook.core.launchers.spec import Spec
 
 NIM_IMAGE_RE = re.compile(
     r"(?:^|/)nim/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/([A-Za-z0-9][A-Za-z0-9._-]{0,127})(?=[:@]|$)"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from webhook.launchers.flags import B, OB, Flag, norm_flag
+from webhook.core.launchers.flags import B, OB, Flag, norm_flag
 
 _NEGATIVE_NUMBER_RE = re.compile(r"-[0-9.]{1,32}")
 

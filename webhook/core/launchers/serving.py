@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from webhook.launchers.flags import (
+from webhook.core.launchers.flags import (
     KSERVE_FLAGS,
     LMDEPLOY_FLAGS,
     SGLANG_FLAGS,
@@ -18,8 +18,8 @@ from webhook.launchers.flags import (
     TRTLLM_FLAGS,
     VLLM_FLAGS,
 )
-from webhook.launchers.scan import Scan, is_flag, scan, truthy
-from webhook.launchers.spec import Spec
+from webhook.core.launchers.scan import Scan, is_flag, scan, truthy
+from webhook.core.launchers.spec import Spec
 
 
 def _leading_positional(args: Sequence[str]) -> tuple[str | None, Sequence[str]]:

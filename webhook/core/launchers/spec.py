@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
-from webhook.container_env import is_secret_name
-from webhook.domain import LaunchSpec
-from webhook.launchers.context import Ctx
-from webhook.launchers.scan import Scan
-from webhook.launchers.values import ALL_GPUS, BAD, FIELDS, SKIP, Field
+from webhook.core.container_env import is_secret_name
+from webhook.core.domain import LaunchSpec
+from webhook.core.launchers.context import Ctx
+from webhook.core.launchers.scan import Scan
+from webhook.core.launchers.values import ALL_GPUS, BAD, FIELDS, SKIP, Field
 
 MAX_MESSAGES = 32
 """hidden/notes entries kept per spec: enough to explain, bounded for hostile input."""

@@ -11,17 +11,17 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from webhook.launchers.flags import (
+from webhook.core.launchers.flags import (
     ACCELERATE_FLAGS,
     DEEPSPEED_FLAGS,
     HYDRA_KEYS,
     SCRIPT_FLAGS,
     TORCHRUN_FLAGS,
 )
-from webhook.launchers.programs import base, program
-from webhook.launchers.scan import Scan, scan, truthy
-from webhook.launchers.spec import Parser, Spec
-from webhook.launchers.values import FIELDS
+from webhook.core.launchers.programs import base, program
+from webhook.core.launchers.scan import Scan, scan, truthy
+from webhook.core.launchers.spec import Parser, Spec
+from webhook.core.launchers.values import FIELDS
 
 _HYDRA_RE = re.compile(r"[+~]{0,2}([A-Za-z_][A-Za-z0-9_.]{0,200})=(.*)", re.S)
 

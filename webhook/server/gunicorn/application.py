@@ -3,9 +3,9 @@
 Why these choices:
 - threaded workers (``gthread``): kube-apiserver keeps connections alive, so a worker must hold
   idle keep-alive connections without blocking; sync workers would also pay a TLS handshake per request;
-- connections balanced over the workers (``webhook.balance``): a connection stays with the worker
+- connections balanced over the workers (``webhook.server.gunicorn.balance``): a connection stays with the worker
   that accepted it and the work is CPU-bound, so a busy worker leaves new ones to an idle one;
-- TLS comes from :mod:`webhook.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
+- TLS comes from :mod:`webhook.server.gunicorn.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
   is picked up by new connections without a restart;
 - the certificate pair and the policy are loaded in the master and inherited by every worker it forks
   (refreshed before each fork), so a worker that starts, or restarts after a crash, while the files on
@@ -28,14 +28,16 @@ from typing import Any, Callable
 
 from gunicorn.app.base import BaseApplication
 
-from webhook import balance, logs, overload, settings as settings_mod
-from webhook.overload import DEFAULT_MAX_QUEUE_AGE
-from webhook.settings import Settings, SettingsError
-from webhook.tls import RotatingContext
+from webhook.core import settings as settings_mod
+from webhook.core.settings import Settings, SettingsError
+from webhook.server import logs
+from webhook.server.gunicorn import balance, overload
+from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE
+from webhook.server.gunicorn.tls import RotatingContext
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-"""prometheus_client reads this when it is IMPORTED, so it must be set before webhook.metrics is
-imported in this process (hence no module-level import of webhook.metrics here)."""
+"""prometheus_client reads this when it is IMPORTED, so it must be set before webhook.server.metrics is
+imported in this process (hence no module-level import of webhook.server.metrics here)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class ServeOptions:
     kubeconfig: str | None = None
     max_queue_age: float = DEFAULT_MAX_QUEUE_AGE
     """Seconds a review may wait for a worker thread before it is refused with 503 (0: never), so
-    nothing the apiserver has given up on is judged (``webhook.overload``)."""
+    nothing the apiserver has given up on is judged (``webhook.server.gunicorn.overload``)."""
 
 
 def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
@@ -75,8 +77,8 @@ def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], 
 
 
 def _app_factory(options: ServeOptions, last_good: Settings) -> Any:
-    from webhook.app import create_app
-    from webhook.live_settings import LiveSettings
+    from webhook.server.app import create_app
+    from webhook.server.live_settings import LiveSettings
 
     live = LiveSettings(options.config, interval=options.reload_interval, fallback=last_good)
     watch = _start_node_watch(options, live.current)
@@ -92,7 +94,7 @@ def _start_node_watch(options: ServeOptions, settings: Callable[[], Settings]) -
         return None
     import logging
 
-    from webhook.node_watch import NodeWatch, load_client
+    from webhook.server.node_watch import NodeWatch, load_client
 
     log = logging.getLogger("gpu_admission.inventory")
     try:
@@ -107,7 +109,7 @@ def _start_node_watch(options: ServeOptions, settings: Callable[[], Settings]) -
 
 
 def _child_exit(_arbiter: Any, worker: Any) -> None:
-    from webhook.metrics import mark_worker_dead
+    from webhook.server.metrics import mark_worker_dead
 
     mark_worker_dead(worker.pid)
     balance.child_exit(worker.pid)
@@ -124,7 +126,7 @@ class AdmissionServer(BaseApplication):
         self.app_factory = app_factory or _app_factory
         # master-side state, inherited by every worker through fork (see the module docstring)
         self.tls = RotatingContext(options.cert, options.key, options.client_ca, interval=options.reload_interval)
-        self.last_good = settings_mod.load(options.config)
+        self.last_good = settings_mod.load(options.config, read=Path.read_bytes)
         balance.install(options.workers)
         super().__init__()
 
@@ -132,7 +134,7 @@ class AdmissionServer(BaseApplication):
         """Refresh what the next worker inherits; keep the old pair or policy when the files do not load."""
         self.tls.context()
         try:
-            self.last_good = settings_mod.load(self.options.config)
+            self.last_good = settings_mod.load(self.options.config, read=Path.read_bytes)
         except SettingsError:
             pass
 
@@ -142,9 +144,9 @@ class AdmissionServer(BaseApplication):
             "bind": [o.bind],
             "workers": o.workers,
             "threads": o.threads,
-            # gthread whose workers share keep-alive connections evenly (webhook.balance): without it
+            # gthread whose workers share keep-alive connections evenly (webhook.server.gunicorn.balance): without it
             # one worker can hold every connection of kube-apiserver and serve on one core
-            "worker_class": "webhook.balance.BalancedThreadWorker",
+            "worker_class": "webhook.server.gunicorn.balance.BalancedThreadWorker",
             "certfile": str(o.cert),
             "keyfile": str(o.key),
             "ssl_context": _ssl_context_hook(self.tls),

@@ -28,7 +28,7 @@ from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
 
-from webhook.closing import GracefulCloser
+from webhook.server.gunicorn.closing import GracefulCloser
 
 try:  # gthread's "no request yet, back to the poller" result (gunicorn 27)
     from gunicorn.workers.gthread import _DEFER
@@ -165,7 +165,7 @@ class BalancedThreadWorker(ThreadWorker):
         the end of a run) then drove the count negative, the other worker held "more than the fewest"
         forever and stopped accepting, and one worker served everything (measured: after five 10 s
         wrk runs at 8 connections, 500 instead of 1,000 req/s). Here the count is lowered once and
-        :class:`webhook.closing.GracefulCloser` closes the connection, without lingering up to 2 s on
+        :class:`webhook.server.gunicorn.closing.GracefulCloser` closes the connection, without lingering up to 2 s on
         this thread (see that module). Keep-alive, deferral and a crashed handler stay gthread's."""
         cancelled = fs.cancelled()
         if cancelled or fs.exception() is None:

@@ -16,7 +16,7 @@ backlog grow for as long as the overload lasts and keeps latency high after it e
 up: in the thread pool's queue (from its connection being accepted, or its keep-alive connection
 becoming readable) and, from the kernel's ``TCP_INFO``, in the listen backlog or the socket buffer
 before that. It hands the WSGI app ``environ["gpu_admission.queued_at"]``, a ``time.monotonic()``
-instant that far in the past (plus the little time since the thread took it). The app (``webhook.app``) answers
+instant that far in the past (plus the little time since the thread took it). The app (``webhook.server.app``) answers
 a review that waited longer than ``max_queue_age`` with HTTP 503 at once (microseconds, no parsing),
 so kube-apiserver applies the failurePolicy, which is the correct outcome for a request it has
 abandoned or is about to, and the worker gets to the fresh requests behind it.

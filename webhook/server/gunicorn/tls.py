@@ -14,7 +14,7 @@ import ssl
 import threading
 from pathlib import Path
 
-from webhook.filewatch import FileWatch
+from webhook.server.filewatch import FileWatch
 
 log = logging.getLogger("gpu_admission.tls")
 

@@ -1,0 +1,233 @@
+"""The layout's rules, enforced over the real import graph (ARCHITECTURE.md states them):
+
+1. ``webhook.core`` imports nothing from ``webhook.server`` or ``webhook.cli``, none of the libraries
+   a door owns (Flask, gunicorn, the Kubernetes client, Prometheus), nothing that keeps time, opens
+   sockets or starts threads, and reads no file but its bundled data (``importlib.resources``).
+2. ``webhook.server`` never imports ``webhook.cli``; ``webhook.cli`` uses the server only through the
+   names in ``webhook.server.__all__``.
+3. Both doors import the core only through the modules in ``webhook.core.PUBLIC``.
+4. ARCHITECTURE.md names every module of the package, and names none that does not exist.
+
+The checker is a plain function over source text, so the table below first proves it catches each
+kind of breach (a rule test that cannot fail would prove nothing), then it runs over the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import webhook.core
+import webhook.server
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "webhook"
+
+DOOR_LIBRARIES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client", "jsonpatch", "cryptography")
+"""Libraries only a door may use."""
+IMPURE_STDLIB = ("os", "sys", "time", "datetime", "socket", "ssl", "selectors", "select", "threading",
+                 "multiprocessing", "concurrent", "asyncio", "subprocess", "signal", "logging", "http",
+                 "urllib", "tempfile", "shutil", "random", "io")
+"""Standard-library modules that mean I/O, a clock, processes or threads: none belongs in the core."""
+FILE_CALLS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes", "open", "iterdir", "glob", "rglob"})
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    """Dotted module name, e.g. ``webhook.core.engine``."""
+    source: str
+    is_package: bool = False
+
+
+def _imports(module: Module) -> list[tuple[str, tuple[str, ...], int]]:
+    """(imported module, names taken from it, line) for every import anywhere in the module,
+    relative imports resolved (lazy imports inside functions count the same)."""
+    tree = ast.parse(module.source)
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    out: list[tuple[str, tuple[str, ...], int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, (), node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            out.append((base, tuple(alias.name for alias in node.names), node.lineno))
+    return out
+
+
+def _file_access(module: Module) -> list[int]:
+    """Lines of file calls (``open(...)``, ``x.read_text()``...) outside a function that reads the
+    bundled data through ``importlib.resources``."""
+    tree = ast.parse(module.source)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] + [tree]
+    bad: list[int] = []
+    seen: set[int] = set()
+    for scope in scopes:
+        bundled = "resources.files" in ast.unparse(scope) if scope is not tree else False
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Call) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in FILE_CALLS and not bundled:
+                bad.append(node.lineno)
+    return sorted(set(bad))
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def violations(module: Module) -> list[str]:
+    """Every breach of the rules by one module, as ``module:line: what``."""
+    out: list[str] = []
+    where = module.name
+    layer = where.split(".")[1] if where.count(".") >= 1 else ""
+    for target, names, line in _imports(module):
+        at = f"{where}:{line}"
+        if layer == "core":
+            if target.startswith(("webhook.server", "webhook.cli")) or (
+                    target == "webhook" and any(n in ("server", "cli") for n in names)):
+                out.append(f"{at}: the core imports a door ({target})")
+            if _top(target) in DOOR_LIBRARIES or _top(target) in IMPURE_STDLIB:
+                out.append(f"{at}: the core imports {target} (I/O, a clock or a door's library)")
+            continue
+        if layer not in ("server", "cli"):
+            continue
+        other = "cli" if layer == "server" else "server"
+        if target == f"webhook.{other}" or target.startswith(f"webhook.{other}."):
+            if layer == "server":
+                out.append(f"{at}: the server imports the command line ({target})")
+            elif target != "webhook.server":
+                out.append(f"{at}: the command line imports a server internal ({target}); "
+                           f"use a name of webhook.server.__all__")
+            else:
+                private = [n for n in names if n not in webhook.server.__all__]
+                if private or not names:
+                    out.append(f"{at}: the command line imports {private or target} from the server, "
+                               f"not in webhook.server.__all__")
+        if target == "webhook" and other in names:
+            out.append(f"{at}: `from webhook import {other}`: import the names the door offers")
+        if target == "webhook.core":
+            private = [n for n in names if n not in webhook.core.PUBLIC and n not in webhook.core.__all__]
+            if private or not names:
+                out.append(f"{at}: {where} imports core internals {private or target}")
+        elif target.startswith("webhook.core."):
+            first = target.split(".")[2]
+            if first not in webhook.core.PUBLIC:
+                out.append(f"{at}: {where} imports core internal {target} (public: webhook.core.PUBLIC)")
+    if layer == "core":
+        out.extend(f"{where}:{line}: the core accesses a file" for line in _file_access(module))
+    return out
+
+
+def package_modules() -> list[Module]:
+    mods = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts.pop()
+        mods.append(Module(".".join(parts), path.read_text(encoding="utf-8"), is_package))
+    return mods
+
+
+# --- the checker catches each kind of breach ---------------------------------------------------------
+
+BREACHES = [
+    pytest.param("webhook.core.policy", "from webhook.server.review import respond", "imports a door", id="core-imports-server"),
+    pytest.param("webhook.core.policy", "from webhook import cli", "imports a door", id="core-imports-cli-package"),
+    pytest.param("webhook.core.launchers.scan", "from ...cli import report", "imports a door", id="core-relative-import-of-cli"),
+    pytest.param("webhook.core.engine", "def f():\n    import flask", "flask", id="core-lazy-imports-flask"),
+    pytest.param("webhook.core.engine", "import time", "time", id="core-keeps-time"),
+    pytest.param("webhook.core.engine", "from kubernetes import client", "kubernetes", id="core-imports-kubernetes"),
+    pytest.param("webhook.core.settings", "def f(p):\n    return open(p).read()", "accesses a file", id="core-opens-a-file"),
+    pytest.param("webhook.core.settings", "def f(p):\n    return p.read_text()", "accesses a file", id="core-reads-a-path"),
+    pytest.param("webhook.server.app", "from webhook.cli import report", "imports the command line", id="server-imports-cli"),
+    pytest.param("webhook.server.gunicorn.application", "from webhook.cli.main import main", "imports the command line",
+                 id="server-gunicorn-imports-cli"),
+    pytest.param("webhook.cli.main", "from webhook.server.app import create_app", "server internal", id="cli-imports-server-module"),
+    pytest.param("webhook.cli.main", "from webhook.server import app", "not in webhook.server.__all__", id="cli-imports-server-submodule"),
+    pytest.param("webhook.cli.main", "from webhook.core.policy import decide", "core internal", id="cli-imports-core-internal"),
+    pytest.param("webhook.server.admission", "from webhook.core import inference", "core internals", id="server-imports-core-internal"),
+    pytest.param("webhook.cli.report", "from webhook.core.launchers import parse_container", "core internal",
+                 id="cli-imports-core-subpackage"),
+]
+
+
+@pytest.mark.parametrize(("name", "source", "expected"), BREACHES)
+def test_checker_catches(name: str, source: str, expected: str) -> None:
+    found = violations(Module(name, source))
+    assert any(expected in v for v in found), found
+
+
+ALLOWED = [
+    pytest.param("webhook.core.hardware",
+                 "from importlib import resources\ndef f():\n    return resources.files('webhook.core').joinpath('x').read_text()",
+                 id="core-reads-bundled-data"),
+    pytest.param("webhook.core.models", "from .domain import ModelInfo", id="core-relative-sibling"),
+    pytest.param("webhook.core.settings", "import yaml\nimport jsonschema", id="core-parses-yaml"),
+    pytest.param("webhook.cli.main", "from webhook.server import run, ServeOptions", id="cli-uses-server-surface"),
+    pytest.param("webhook.cli.main", "from webhook.core import engine, settings as s", id="cli-uses-core-public"),
+    pytest.param("webhook.server.app", "from webhook.core.redaction import redact", id="server-uses-core-public"),
+    pytest.param("webhook.server.app", "from webhook.server.gunicorn.overload import QUEUED_AT", id="server-uses-its-gunicorn"),
+]
+
+
+@pytest.mark.parametrize(("name", "source"), ALLOWED)
+def test_checker_allows(name: str, source: str) -> None:
+    assert violations(Module(name, source)) == []
+
+
+# --- the package keeps the rules ---------------------------------------------------------------------
+
+
+def test_every_folder_is_a_layer() -> None:
+    layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert layers == {"core", "server", "cli"}
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py"}, "a module outside core/, server/ and cli/"
+
+
+def test_package_keeps_the_import_rules() -> None:
+    mods = package_modules()
+    assert len(mods) > 40  # the walk found the package
+    found = [v for m in mods for v in violations(m)]
+    assert found == [], "\n".join(found)
+
+
+def test_public_surfaces_exist() -> None:
+    for name in webhook.core.PUBLIC:
+        assert (PACKAGE / "core" / f"{name}.py").exists(), name
+    for name in webhook.server.__all__:
+        assert getattr(webhook.server, name) is not None
+
+
+def test_each_folder_says_what_it_owns_and_must_never_import() -> None:
+    for folder in ("core", "server", "server/gunicorn", "cli"):
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())) or ""
+        assert "Owns:" in doc and ("Never" in doc or "never" in doc), folder
+
+
+def test_architecture_md_names_every_module() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("## Folders", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)\.py`", table)) | set(re.findall(r"`(?:[a-z_]+/)*([a-z_]+)/`", table))
+    modules = {p.stem for p in PACKAGE.rglob("*.py") if p.stem not in ("__init__", "__main__")}
+    packages = {p.parent.name for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE} | {"data"}
+    missing = sorted((modules | packages) - named)
+    assert not missing, f"the folder table of ARCHITECTURE.md does not name: {missing}"
+    unknown = sorted(named - modules - packages)
+    assert not unknown, f"the folder table of ARCHITECTURE.md names what does not exist: {unknown}"
+    for folder in re.findall(r"^\| `(webhook/[a-z_/]+)/` \|", table, re.M):
+        assert (ROOT / folder / "__init__.py").exists(), folder
