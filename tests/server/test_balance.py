@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from test_server_live import (  # noqa: F401 - fixtures
-    StartServer, encode, live_workers, pki, request_json, review, start_server, vllm_pod, wait_ready, wait_workers,
+from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
+    StartServer, encode, live_workers, request_json, review, vllm_pod, wait_ready, wait_workers,
 )
 from bench import common
 from webhook.server.gunicorn import balance, closing

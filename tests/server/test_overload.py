@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from test_server_live import (  # noqa: F401 - fixtures
-    StartServer, encode, once, pki, request_json, review as live_review, run_serve, start_server, vllm_pod,
-    wait_ready, wait_workers,
+from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
+    StartServer, encode, once, request_json, run_serve, vllm_pod, wait_ready, wait_workers,
+    review as live_review,
 )
 from webhook.core import settings as settings_mod
 from webhook.server.app import create_app

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from test_server_live import (  # noqa: F401 - fixtures
-    StartServer, encode, pki, request_json, start_server,
+from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
+    StartServer, encode, request_json,
 )
 from webhook.cli import main as cli
 from webhook.core import settings as settings_mod

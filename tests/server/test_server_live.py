@@ -22,302 +22,23 @@ import select
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import jsonpatch
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from webhook.cli import certs
 
-ROOT = Path(__file__).resolve().parents[2]
-KEY = "nvidia.com/gpu.product"
-SERVICE = NAMESPACE = "gpu-admission"
-MAX_BODY = 4 * 1024 * 1024  # ServeOptions.max_body
-
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 25.0  # gunicorn's graceful_timeout is 20 s
-IO_TIMEOUT = 10.0  # every socket operation of a client
-RELOAD_TIMEOUT = 4.0  # the reload interval is 1 s; each worker reloads on its next request after that
-CONSECUTIVE = 6  # new connections in a row that must agree, so both workers have answered
-
-# ----------------------------------------------------------------------------- objects
-
-
-def vllm_pod(*flags: str, containers: int = 1, **spec: Any) -> dict[str, Any]:
-    """A vLLM Llama-3.1-70B pod asking for 4 GPUs per container."""
-    cs = [{"name": f"vllm-{i}" if i else "vllm", "image": "vllm/vllm-openai:v0.10.1",
-           "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", *flags],
-           "resources": {"limits": {"nvidia.com/gpu": 4}}} for i in range(containers)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama", "namespace": "ai"},
-            "spec": {"containers": cs, **spec}}
-
-
-TP4 = vllm_pod("--tensor-parallel-size", "4")
-TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L40S"})
-
-
-def review(obj: dict[str, Any], uid: str = "uid-1") -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "name": obj["metadata"]["name"], "namespace": "ai", "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:ai:deployer"}, "object": obj, "oldObject": None,
-        "dryRun": False, "options": None}}
-
-
-def encode(doc: Any) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
-
-
-# ----------------------------------------------------------------------------- certificates
-
-
-@dataclass
-class Pki:
-    dir: Path
-    issued: certs.Issued
-
-    @property
-    def ca_file(self) -> Path:
-        return self.dir / certs.CA_CERT
-
-    @property
-    def cert_file(self) -> Path:
-        return self.dir / certs.TLS_CERT
-
-    @property
-    def key_file(self) -> Path:
-        return self.dir / certs.TLS_KEY
-
-    def reissue(self) -> certs.Issued:
-        """A new serving pair from the SAME CA, so the caBundle (our client's trust) is unchanged."""
-        return certs.issue(service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"],
-                           ca=(self.issued.ca_pem, self.issued.ca_key_pem))
-
-
-def der(issued: certs.Issued) -> bytes:
-    return ssl.PEM_cert_to_DER_cert(issued.cert_pem.decode())
-
-
-def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Replace one file atomically (new inode), as a rename-based writer would."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
-def write_policy(path: Path, text: str) -> None:
-    replace_file(path, text.encode(), 0o644)
-
-
-@pytest.fixture()
-def pki(tmp_path: Path) -> Pki:
-    issued = certs.issue(service=SERVICE, namespace=NAMESPACE, ips=["127.0.0.1"])
-    certs.write(issued, tmp_path / "certs")
-    return Pki(tmp_path / "certs", issued)
-
-
-# ----------------------------------------------------------------------------- the server
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    pki: Pki
-    run_dir: Path
-    stderr_path: Path
-    client_ctx: ssl.SSLContext = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.client_ctx = ssl.create_default_context(cafile=str(self.pki.ca_file))
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def stderr_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.stderr().splitlines()[-lines:])
-
-    def connection(self, timeout: float = IO_TIMEOUT) -> http.client.HTTPSConnection:
-        """A keep-alive HTTPS client like kube-apiserver's: verifies 127.0.0.1 against the IP SAN."""
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.client_ctx, timeout=timeout)
-
-    def tls_socket(self, ctx: ssl.SSLContext | None = None, timeout: float = IO_TIMEOUT) -> ssl.SSLSocket:
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        try:
-            return (ctx or self.client_ctx).wrap_socket(raw, server_hostname="127.0.0.1")
-        except BaseException:
-            raw.close()
-            raise
-
-    def worker_pids(self) -> list[int]:
-        return [int(p) for p in re.findall(r"Booting worker with pid: (\d+)", self.stderr())]
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> int:
-        """SIGTERM (graceful), then SIGKILL of the whole process group if it does not exit in time."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                return self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
-            except ProcessLookupError:
-                pass
-        if self.proc.poll() is None:
-            # the group is the session this fixture created for the master: master and its workers
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return self.proc.wait(timeout=STOP_TIMEOUT)
-
-
-def request_json(conn: http.client.HTTPConnection, method: str, path: str,
-                 body: bytes | None = None) -> tuple[int, Any, http.client.HTTPResponse]:
-    headers = {"Content-Type": "application/json"} if body is not None else {}
-    conn.request(method, path, body=body, headers=headers)
-    resp = conn.getresponse()
-    raw = resp.read()
-    try:
-        doc = json.loads(raw) if raw else None
-    except ValueError:
-        doc = raw
-    return resp.status, doc, resp
-
-
-def once(server: Server, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
-    """One request on a NEW connection (which the kernel hands to either worker)."""
-    conn = server.connection()
-    try:
-        status, doc, _ = request_json(conn, method, path, body)
-        return status, doc
-    finally:
-        conn.close()
-
-
-def wait_ready(server: Server) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    last = "no attempt"
-    while time.monotonic() < deadline:
-        if not server.alive():
-            pytest.fail(f"gpu-admission serve exited with {server.proc.returncode} before it was ready; "
-                        f"stderr:\n{server.stderr_tail()}")
-        try:
-            status, doc = once(server, "GET", "/readyz")
-            if status == 200:
-                return
-            last = f"/readyz answered {status}: {doc}"
-        except (OSError, http.client.HTTPException) as exc:
-            last = repr(exc)
-        time.sleep(0.1)
-    pytest.fail(f"gpu-admission serve not ready within {START_TIMEOUT:.0f} s (last: {last}); "
-                f"stderr:\n{server.stderr_tail()}")
-
-
-def live_workers(server: Server) -> set[int]:
-    """Workers that have loaded the app (so accept connections): each one creates its live-gauge
-    file in the multi-process metrics directory when the app's metrics are set up."""
-    return {int(p.stem.rsplit("_", 1)[1]) for p in server.run_dir.glob("gpu-admission-metrics-*/gauge_live*_*.db")}
-
-
-def wait_workers(server: Server, count: int = 2, exclude: set[int] = frozenset()) -> set[int]:
-    """/readyz answers as soon as ONE worker is up; wait for ``count`` of them."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if not server.alive():
-            pytest.fail(f"gpu-admission serve exited with {server.proc.returncode}; stderr:\n{server.stderr_tail()}")
-        up = live_workers(server) - exclude
-        if len(up) >= count:
-            return up
-        time.sleep(0.05)
-    pytest.fail(f"{count} workers not up within {START_TIMEOUT:.0f} s; stderr:\n{server.stderr_tail()}")
-
-
-StartServer = Callable[..., Server]
-
-
-@pytest.fixture()
-def start_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[StartServer]:
-    """Start ``gpu-admission serve`` (2 workers x 4 threads) on a free loopback port; every server
-    started is stopped at teardown, also when the test failed."""
-    started: list[Server] = []
-    handles: list[Any] = []
-
-    def start(*extra: str, config: Path | None = None, wait: bool = True) -> Server:
-        # short directory: gunicorn's control socket (AF_UNIX, path length limit) is created in it,
-        # instead of the developer's ~/.gunicorn; the metrics directory (TMPDIR) lands there too
-        run_dir = tmp_path_factory.mktemp("run")
-        stderr_path = tmp_path / f"server-{len(started)}.stderr"
-        err = open(stderr_path, "wb")  # a file, not a pipe: a full pipe would block the server
-        handles.append(err)
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-        env.update(XDG_RUNTIME_DIR=str(run_dir), TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
-        argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(pki.cert_file), "--key", str(pki.key_file),
-                "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4"]
-        if config is not None:
-            argv += ["--config", str(config)]
-        proc = subprocess.Popen([*argv, *extra], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        server = Server(proc, port, pki, run_dir, stderr_path)
-        started.append(server)
-        if wait:
-            wait_ready(server)
-            wait_workers(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-    for handle in handles:
-        handle.close()
-
-
-@pytest.fixture()
-def server(start_server: StartServer) -> Server:
-    return start_server()
-
-
-def until_consecutive(check: Callable[[], tuple[bool, Any]], what: str, *, k: int = CONSECUTIVE,
-                      timeout: float = RELOAD_TIMEOUT) -> None:
-    """Poll ``check`` (one new connection per call) until it holds ``k`` times in a row."""
-    deadline = time.monotonic() + timeout
-    streak, last = 0, None
-    while time.monotonic() < deadline:
-        ok, last = check()
-        streak = streak + 1 if ok else 0
-        if streak >= k:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"{what}: did not hold on {k} consecutive new connections within {timeout} s; last: {last}")
-
-
-def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    return [(s.labels, s.value) for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == name]
-
-
-# ----------------------------------------------------------------------------- 1. round trip
+from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
+    CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L40S,
+    client_context, der, encode, free_port, handshake_in_memory, live_workers, metric_samples, once,
+    permissive_server, replace_file, request_json, review, run_serve, until_consecutive, vllm_pod,
+    wait_workers, write_policy,
+)
 
 
 def test_round_trip_over_one_keep_alive_connection(server: Server) -> None:
@@ -353,9 +74,6 @@ def test_round_trip_over_one_keep_alive_connection(server: Server) -> None:
         assert conn.sock is sock and conn.sock.getsockname() == local
     finally:
         conn.close()
-
-
-# ----------------------------------------------------------------------------- 2. metrics
 
 
 def test_metrics_count_every_request_across_both_workers(server: Server) -> None:
@@ -420,9 +138,6 @@ def test_metrics_count_every_request_across_both_workers(server: Server) -> None
         violations = [v for labels, v in metric_samples(text, "gpu_admission_violations_total")
                       if labels.get("code") == "tier-mismatch"]
         assert violations == [float(n)]
-
-
-# ----------------------------------------------------------------------------- 3. certificate rotation
 
 
 class RequestLoop(threading.Thread):
@@ -541,9 +256,6 @@ def test_half_written_rotation_before_a_workers_first_connection(server: Server,
     wait_for_certificate(server, fresh)
 
 
-# ----------------------------------------------------------------------------- 4. policy reload
-
-
 def verdict(server: Server) -> tuple[bool, Any]:
     status, doc = once(server, "POST", "/validate", encode(review(TP4_L40S)))
     assert status == 200, doc
@@ -645,9 +357,6 @@ def test_metrics_survive_a_worker_restart(server: Server) -> None:
                     if labels.get("endpoint") == "validate")
         assert total == 10  # the counts of the restarted worker are kept
     assert server.alive()
-
-
-# ----------------------------------------------------------------------------- 5. SIGTERM
 
 
 @dataclass
@@ -764,9 +473,6 @@ def test_sigterm_answers_every_request_in_flight(server: Server) -> None:
           f"shutdown {shutdown:.2f} s")
 
 
-# ----------------------------------------------------------------------------- 6. body limit
-
-
 def _response_complete(data: bytes) -> bool:
     head, sep, body = data.partition(b"\r\n\r\n")
     if not sep:
@@ -874,45 +580,6 @@ def test_body_over_4_mib_is_413_and_the_server_keeps_working(server: Server) -> 
             if labels.get("status") == "413"] == [3.0]
 
 
-# ----------------------------------------------------------------------------- 7. TLS floor
-
-
-def _handshake_in_memory(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> str | None:
-    """Handshake two contexts over memory BIOs; the negotiated version, or None if it failed."""
-    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    srv = server_ctx.wrap_bio(s_in, s_out, server_side=True)
-    done = {"client": False, "server": False}
-    for _ in range(20):
-        for name, obj, out, peer_in in (("client", client, c_out, s_in), ("server", srv, s_out, c_in)):
-            if not done[name]:
-                try:
-                    obj.do_handshake()
-                    done[name] = True
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    pass
-                except ssl.SSLError:
-                    return None
-            peer_in.write(out.read())
-        if all(done.values()):
-            return client.version()
-    return None
-
-
-def _permissive_server(pki: Pki) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
-    ctx.set_ciphers("ALL:@SECLEVEL=0")
-    ctx.load_cert_chain(str(pki.cert_file), str(pki.key_file))
-    return ctx
-
-
-def _client(pki: Pki, setup: Callable[[ssl.SSLContext], None]) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
-    setup(ctx)
-    return ctx
-
-
 def _tls11_only(ctx: ssl.SSLContext) -> None:
     import warnings
     with warnings.catch_warnings():
@@ -929,8 +596,8 @@ def _weak_tls12(ctx: ssl.SSLContext) -> None:
 
 def test_tls_1_1_client_is_refused(server: Server, pki: Pki) -> None:
     try:
-        ctx = _client(pki, _tls11_only)
-        capable = _handshake_in_memory(_permissive_server(pki), ctx) in ("TLSv1", "TLSv1.1")
+        ctx = client_context(pki, _tls11_only)
+        capable = handshake_in_memory(permissive_server(pki), ctx) in ("TLSv1", "TLSv1.1")
     except (ValueError, ssl.SSLError):
         capable = False
     if not capable:
@@ -943,30 +610,20 @@ def test_tls_1_1_client_is_refused(server: Server, pki: Pki) -> None:
 
 
 def test_tls_1_2_with_only_weak_ciphers_is_refused(server: Server, pki: Pki) -> None:
-    weak = _client(pki, _weak_tls12)
+    weak = client_context(pki, _weak_tls12)
     # the client can offer these (a permissive server accepts them), so the refusal is the webhook's
-    assert _handshake_in_memory(_permissive_server(pki), weak) == "TLSv1.2"
+    assert handshake_in_memory(permissive_server(pki), weak) == "TLSv1.2"
     with pytest.raises(ssl.SSLError, match="(?i)handshake failure|no shared cipher"):
         server.tls_socket(weak).close()
 
     def modern(ctx: ssl.SSLContext) -> None:
         ctx.maximum_version = ssl.TLSVersion.TLSv1_2
         ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256")
-    sock = server.tls_socket(_client(pki, modern))
+    sock = server.tls_socket(client_context(pki, modern))
     try:
         assert sock.version() == "TLSv1.2" and "GCM" in sock.cipher()[0]
     finally:
         sock.close()
-
-
-# ----------------------------------------------------------------------------- 8. refusing to start
-
-
-def run_serve(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "webhook", "serve", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=30, stdin=subprocess.DEVNULL)
-    return done, time.monotonic() - started
 
 
 def test_serve_refuses_to_start_without_key(pki: Pki, tmp_path: Path) -> None:

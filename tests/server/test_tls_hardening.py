@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from test_server_live import (  # noqa: F401 - fixtures
-    TP4_L40S, Pki, Server, StartServer, _client, _handshake_in_memory, _permissive_server, encode, pki, request_json,
-    review, start_server, wait_ready, wait_workers,
+from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
+    Pki, Server, StartServer, TP4_L40S, client_context, encode, handshake_in_memory, permissive_server,
+    request_json, review, wait_ready, wait_workers,
 )
 from webhook.server.gunicorn.tls import CIPHERS, build_context
 
@@ -174,8 +174,8 @@ def _tls10_only(ctx: ssl.SSLContext) -> None:
 
 def test_tls_1_0_client_is_refused(server: Server, pki: Pki) -> None:
     try:
-        ctx = _client(pki, _tls10_only)
-        capable = _handshake_in_memory(_permissive_server(pki), ctx) == "TLSv1"
+        ctx = client_context(pki, _tls10_only)
+        capable = handshake_in_memory(permissive_server(pki), ctx) == "TLSv1"
     except (ValueError, ssl.SSLError):
         capable = False
     if not capable:
