@@ -184,6 +184,46 @@ def test_validate_workload_templates(client: FlaskClient, obj: dict[str, Any], a
         assert "Deployment ai/d" in r["status"]["message"] and "/spec/template/spec/nodeSelector" in r["status"]["message"]
 
 
+def update_review(obj: Any, old: Any, *, sub_resource: str | None = None) -> dict[str, Any]:
+    body = review(obj, group="apps", operation="UPDATE")
+    body["request"]["oldObject"] = old
+    if sub_resource:
+        body["request"]["subResource"] = sub_resource
+    return body
+
+
+def scaled(obj: dict[str, Any], replicas: int) -> dict[str, Any]:
+    return {**obj, "spec": {**obj["spec"], "replicas": replicas}}
+
+
+@pytest.mark.parametrize(("new", "old", "allowed", "pre_existing"), [
+    pytest.param(scaled(deployment(TP4_L40S), 0), deployment(TP4_L40S), True, True, id="scale-down-a-bad-deployment"),
+    pytest.param(deployment(TP4_L40S), deployment(TP4), False, False, id="update-that-adds-the-violation"),
+    pytest.param(deployment(TP4), deployment(TP4_L40S), True, False, id="update-that-fixes-it"),
+    pytest.param(scaled(deployment(TP4_L40S), 3), None, False, False, id="no-old-object"),
+])
+def test_update_judges_the_change(client: FlaskClient, new: dict[str, Any], old: Any, allowed: bool,
+                                  pre_existing: bool) -> None:
+    _, body = post(client, "/validate", update_review(new, old))
+    r = body["response"]
+    assert r["allowed"] is allowed
+    assert any(w.startswith("pre-existing tier-mismatch") for w in r.get("warnings", [])) is pre_existing
+    if not allowed:
+        assert "tier-mismatch" in r["status"]["message"] and "/spec/template/spec/nodeSelector" in r["status"]["message"]
+
+
+def test_status_and_scale_subresources_are_never_denied(client: FlaskClient) -> None:
+    for sub in ("status", "scale"):
+        _, body = post(client, "/validate", update_review(deployment(TP4_L40S), deployment(TP4), sub_resource=sub))
+        assert body["response"]["allowed"] is True, sub
+
+
+def test_judge_object_policy_denies_the_scale_down() -> None:
+    client = create_app(settings_mod.from_mapping({"updates": "judgeObject"}, source="test")).test_client()
+    _, body = post(client, "/validate", update_review(scaled(deployment(TP4_L40S), 0), deployment(TP4_L40S)))
+    assert body["response"]["allowed"] is False
+
+
 def test_validate_dry_run_same_decision(client: FlaskClient) -> None:
     _, wet = post(client, "/validate", review(TP4_L40S))
     _, dry = post(client, "/validate", review(TP4_L40S, dry_run=True))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from webhook.core import dra, inference, patches, policy
+from webhook.core import dra, inference, patches, policy, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
@@ -19,7 +19,7 @@ from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.workloads import PodTemplate, pod_templates
 
-__all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review",
+__all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review", "judge_update",
            "object_identity", "tier_fits"]
 
 
@@ -102,6 +102,18 @@ def judge_review(obj: Any, settings: Settings, *, mode: str | None = None, mutat
                  inventory: Inventory | None = None) -> Judgement:
     """:func:`judge` for the admission server: the verdicts plus the secrets its reply must redact."""
     return Judgement(judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory))
+
+
+def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None = None,
+                 mutate: bool | None = None, inventory: Inventory | None = None) -> Judgement:
+    """:func:`judge_review` for an UPDATE: with the policy's ``updates: judgeChange`` (the default)
+    a violation ``old_obj`` already had in the same template is a pre-existing warning, not a
+    denial (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new."""
+    results = judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory)
+    if settings.updates == updates.JUDGE_CHANGE and old_obj is not None:
+        results = updates.against_old(results, old_obj, lambda: judge(old_obj, settings, mode=mode, mutate=mutate,
+                                                                        inventory=inventory))
+    return Judgement(results)
 
 
 def claim_result(claim: dra.DraResult, obj: Any, prefix: str = "") -> TemplateResult:

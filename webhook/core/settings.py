@@ -62,6 +62,9 @@ class Settings:
     tiers: tuple[Tier, ...]
     catalog: Catalog
     source: str = "embedded default"
+    updates: str = "judgeChange"
+    """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
+    (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
 
     def tier(self, name: str) -> Tier | None:
         return next((t for t in self.tiers if t.name == name), None)
@@ -77,6 +80,7 @@ SCHEMA: Mapping[str, Any] = {
         "apiVersion": {"const": "gpu-admission.io/v1alpha1"},
         "kind": {"const": "Policy"},
         "mode": {"enum": list(MODES)},
+        "updates": {"enum": ["judgeChange", "judgeObject"]},
         "mutate": {"type": "boolean"},
         "allowAuditAnnotation": {"type": "boolean"},
         "productLabel": {"type": "string", "pattern": r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$", "maxLength": 316},
@@ -269,6 +273,7 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
     sizing = doc["sizing"]
     return Settings(
         mode=doc["mode"],
+        updates=doc["updates"],
         mutate=bool(doc["mutate"]),
         allow_audit_annotation=bool(doc["allowAuditAnnotation"]),
         label_key=label_key,

@@ -47,6 +47,9 @@ def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
     # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
     # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
     # single review carry thousands of pods and blow the admission deadline
+    if req.operation == "UPDATE":
+        # the change, not the object: a violation the stored object already had is pre-existing
+        return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate, inventory=inventory)
     return engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory)
 
 

@@ -49,6 +49,7 @@ class Request:
     dry_run: bool  # dryRun
     resource: Mapping[str, JSON] = field(default_factory=dict)
     sub_resource: str | None = None  # subResource
+    old_obj: JSON = None  # oldObject: the stored object, on UPDATE (and DELETE)
 
     @property
     def kind_name(self) -> str:
@@ -110,6 +111,7 @@ def parse(body: bytes, content_type: str | None) -> Request:
         dry_run=req.get("dryRun") is True,
         resource=resource if isinstance(resource, dict) else {},
         sub_resource=req.get("subResource") if isinstance(req.get("subResource"), str) else None,
+        old_obj=req.get("oldObject"),
     )
 
 

@@ -1,0 +1,135 @@
+"""An UPDATE is judged against the stored object (``updates: judgeChange``, the default): a table over
+(old verdict, new verdict) pairs, then ``judgeObject`` (every UPDATE judged as new) and the edges.
+
+The objects are real Deployments of a vLLM Llama-3.1-70B TP4 server: compliant when its template
+has no GPU pin (the mutating webhook pins its pods), ``tier-mismatch`` when pinned to L40S,
+``tp-exceeds-gpus`` when TP is 8 on 4 GPUs.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import pytest
+
+from webhook.core import engine, settings as settings_mod, updates
+
+KEY = "nvidia.com/gpu.product"
+
+
+def deployment(*, product: str | None = None, tp: int = 4, replicas: int = 2,
+               template_annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{
+        "name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+        "args": ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", str(tp)],
+        "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}
+    if product:
+        spec["nodeSelector"] = {KEY: product}
+    meta: dict[str, Any] = {"labels": {"app": "llm"}}
+    if template_annotations:
+        meta["annotations"] = template_annotations
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "llm"}},
+                     "template": {"metadata": meta, "spec": spec}}}
+
+
+def annotated(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["annotations"] = {"team": "inference"}
+    return out
+
+
+COMPLIANT = deployment()
+PINNED_L40S = deployment(product="NVIDIA-L40S")
+RESTARTED = deployment(product="NVIDIA-L40S",
+                       template_annotations={"kubectl.kubernetes.io/restartedAt": "2026-12-02T05:00:00Z"})
+
+Judged = Callable[[dict[str, Any], Any, settings_mod.Settings], engine.Judgement]
+
+CASES = [
+    # id, old, new, allowed, codes left, pre-existing codes warned
+    pytest.param(COMPLIANT, deployment(replicas=5), True, set(), set(), id="compliant-stays-compliant"),
+    pytest.param(COMPLIANT, PINNED_L40S, False, {"tier-mismatch"}, set(), id="update-adds-a-violation"),
+    pytest.param(PINNED_L40S, deployment(product="NVIDIA-L40S", replicas=0), True, set(), {"tier-mismatch"},
+                 id="scale-to-zero-of-a-bad-deployment"),
+    pytest.param(PINNED_L40S, annotated(PINNED_L40S), True, set(), {"tier-mismatch"}, id="metadata-only-update"),
+    pytest.param(PINNED_L40S, RESTARTED, True, set(), {"tier-mismatch"}, id="rollout-restart-template-annotation"),
+    pytest.param(PINNED_L40S, deployment(product="NVIDIA-GeForce-RTX-4090"), True, set(), {"tier-mismatch"},
+                 id="re-pinned-to-another-wrong-product-same-rule"),
+    pytest.param(PINNED_L40S, COMPLIANT, True, set(), set(), id="update-fixes-the-template"),
+    pytest.param(PINNED_L40S, deployment(product="NVIDIA-L40S", tp=8), False, {"tp-exceeds-gpus"}, {"tier-mismatch"},
+                 id="update-adds-a-second-violation"),
+    pytest.param(None, PINNED_L40S, False, {"tier-mismatch"}, set(), id="no-old-object-judged-as-new"),
+    pytest.param({"kind": "ConfigMap"}, PINNED_L40S, False, {"tier-mismatch"}, set(),
+                 id="old-object-without-the-template"),
+]
+
+
+def codes(judged: engine.Judgement) -> set[str]:
+    return {v.code for r in judged.results for v in r.decision.violations}
+
+
+def warned(judged: engine.Judgement) -> set[str]:
+    return {w.split()[1] for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing ")}
+
+
+@pytest.mark.parametrize(("old", "new", "allowed", "left", "pre_existing"), CASES)
+def test_judge_change(old: Any, new: dict[str, Any], allowed: bool, left: set[str], pre_existing: set[str]) -> None:
+    judged = engine.judge_update(new, old, settings_mod.default())
+    assert all(r.decision.allowed for r in judged.results) is allowed
+    assert codes(judged) == left
+    assert warned(judged) == pre_existing
+
+
+def test_every_new_violation_was_denied_before_for_a_new_object() -> None:
+    """What a new object is denied for is unchanged: judge_update with no old object is judge."""
+    for obj in (PINNED_L40S, deployment(product="NVIDIA-L40S", tp=8)):
+        new = engine.judge(obj, settings_mod.default())
+        assert engine.judge_update(obj, None, settings_mod.default()).results == new
+
+
+def judge_object_policy() -> settings_mod.Settings:
+    return settings_mod.from_mapping({"updates": "judgeObject"}, source="test")
+
+
+@pytest.mark.parametrize("new", [deployment(product="NVIDIA-L40S", replicas=0), annotated(PINNED_L40S), RESTARTED],
+                         ids=["scale", "annotate", "restart"])
+def test_judge_object_judges_every_update_as_new(new: dict[str, Any]) -> None:
+    judged = engine.judge_update(new, PINNED_L40S, judge_object_policy())
+    assert codes(judged) == {"tier-mismatch"}
+    assert not all(r.decision.allowed for r in judged.results)
+
+
+def test_audit_mode_marks_pre_existing_warnings() -> None:
+    judged = engine.judge_update(annotated(PINNED_L40S), PINNED_L40S, settings_mod.default(), mode="audit")
+    (result,) = judged.results
+    assert result.decision.allowed and not result.decision.violations
+    assert [w for w in result.decision.warnings if "tier-mismatch" in w][0].startswith("pre-existing tier-mismatch")
+
+
+def test_unchanged_templates_are_not_judged_again() -> None:
+    calls: list[int] = []
+
+    def judge_old() -> Any:
+        calls.append(1)
+        return engine.judge(PINNED_L40S, settings_mod.default())
+
+    new = engine.judge(annotated(PINNED_L40S), settings_mod.default())
+    updates.against_old(new, PINNED_L40S, judge_old)
+    assert calls == []
+    changed = engine.judge(deployment(product="NVIDIA-L40S", tp=8), settings_mod.default())
+    updates.against_old(changed, PINNED_L40S, judge_old)
+    assert calls == [1]
+
+
+def test_the_policy_field_is_validated() -> None:
+    assert settings_mod.default().updates == "judgeChange"
+    with pytest.raises(settings_mod.SettingsError, match="updates"):
+        settings_mod.from_mapping({"updates": "judgeSometimes"}, source="policy.yaml")
+
+
+def test_warning_names_the_code_first_within_kubectls_width() -> None:
+    judged = engine.judge_update(annotated(PINNED_L40S), PINNED_L40S, settings_mod.default())
+    warning = next(w for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing"))
+    assert warning[:120].startswith("pre-existing tier-mismatch (admitted: the stored object already has it")

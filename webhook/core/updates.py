@@ -1,0 +1,100 @@
+"""What an UPDATE is judged against: the change, not the object (policy ``updates``).
+
+The deployment controller scales an old ReplicaSet down with a full UPDATE of the object, a user
+annotates or restarts a rollout with another, and both carry the pod template exactly as it was
+stored. Judging them as if the object were new denies them for a violation the update did not
+make, and a rollout that would fix a bad Deployment then jams with the wrong-GPU pods still
+running. So with ``updates: judgeChange`` (the default; the anchor is Kyverno's
+``allowExistingViolations``, on by default there too) a violation that the stored object
+(``oldObject``) already had in the same template is admitted with a warning that names it as
+pre-existing, and only a violation the update introduces denies. ``judgeObject`` keeps judging
+every UPDATE as a new object.
+
+A violation is "the same" when the template at the same place (JSON pointer and role) broke the
+same rule (violation code) before the update: a Deployment pinned to L40S that is re-pinned to
+another wrong product still breaks ``tier-mismatch`` and is admitted with the warning, as Kyverno
+admits an update that keeps failing the same rule. A template whose pod-relevant content did not
+change (spec, labels, annotations, group size: the replica count is not part of it) keeps every
+violation as pre-existing without being judged again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from webhook.core.domain import Violation
+from webhook.core.workloads import PodTemplate, pod_templates
+
+if TYPE_CHECKING:
+    from webhook.core.engine import TemplateResult
+
+JUDGE_CHANGE, JUDGE_OBJECT = "judgeChange", "judgeObject"
+UPDATE_MODES = (JUDGE_CHANGE, JUDGE_OBJECT)
+
+Key = tuple[str, str | None]
+
+
+def key(template: PodTemplate) -> Key:
+    """Where a template sits in its object: the same place before and after an update."""
+    return template.pointer, template.template
+
+
+def unchanged(old: PodTemplate, new: PodTemplate) -> bool:
+    """True when nothing a pod gets from the template changed (the replica count is not in it)."""
+    return (old.spec == new.spec and old.labels == new.labels and old.annotations == new.annotations
+            and old.group_size == new.group_size)
+
+
+def pre_existing_warning(violation: Violation) -> str:
+    """The warning of a violation admitted because the stored object already had it: the code and
+    the word pre-existing first (kubectl shows a warning cut at 120 characters)."""
+    return (f"pre-existing {violation.code} (admitted: the stored object already has it; updates that "
+            f"add a violation are denied): {violation.message}")
+
+
+@dataclass(frozen=True)
+class _OldVerdicts:
+    """The stored object's templates, and its violation codes per template once judged (lazily:
+    only a changed template that has a violation needs the old verdict)."""
+
+    templates: Mapping[Key, PodTemplate]
+    judge_old: Callable[[], Sequence["TemplateResult"]]
+
+    def codes(self) -> Mapping[Key, frozenset[str]]:
+        return {key(r.template): frozenset(v.code for v in r.decision.violations) for r in self.judge_old()}
+
+
+def against_old(new: Sequence["TemplateResult"], old_obj: Any,
+                judge_old: Callable[[], Sequence["TemplateResult"]]) -> tuple["TemplateResult", ...]:
+    """``new`` with every violation the stored object already had turned into a pre-existing
+    warning; a decision left without violations is allowed. ``judge_old`` judges ``old_obj`` with
+    the same settings, and is called at most once, only when a changed template has a violation."""
+    if not any(r.decision.violations for r in new):
+        return tuple(new)
+    old = _OldVerdicts({key(t): t for t in pod_templates(old_obj)}, judge_old)
+    old_codes: Mapping[Key, frozenset[str]] | None = None
+    out = []
+    for result in new:
+        decision = result.decision
+        before = old.templates.get(key(result.template))
+        if not decision.violations or before is None:
+            out.append(result)  # nothing to excuse, or a template the stored object did not have
+            continue
+        if unchanged(before, result.template):
+            existing = frozenset(v.code for v in decision.violations)
+        else:
+            if old_codes is None:
+                old_codes = old.codes()
+            existing = old_codes.get(key(result.template), frozenset())
+        kept = tuple(v for v in decision.violations if v.code not in existing)
+        excused = [v for v in decision.violations if v.code in existing]
+        if not excused:
+            out.append(result)
+            continue
+        audit_lines = {f"{v.code}: {v.message}" for v in excused}
+        warnings = [pre_existing_warning(v) for v in excused] + [w for w in decision.warnings if w not in audit_lines]
+        out.append(replace(result, decision=replace(
+            decision, violations=kept, allowed=decision.allowed or not kept, warnings=tuple(dict.fromkeys(warnings)))))
+    return tuple(out)
