@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Build a real Kubernetes control plane (kube-apiserver, kube-scheduler, kubectl) and etcd from Go
-# modules, once per version, cached outside the checkout. Prints the bin directory on stdout.
+# Build a real Kubernetes control plane (kube-apiserver, kube-scheduler, kube-controller-manager,
+# kubectl), etcd and kwok (the fake kubelets of the e2e's GPU nodes) from Go modules, once per
+# version, cached outside the checkout. Prints the bin directory on stdout. Each binary is built
+# only when it is missing, so a cache made before a binary was added only builds that one.
 #
 # Why a wrapper module: `go install k8s.io/kubernetes/cmd/...@vX` does not work, because the
 # kubernetes go.mod requires every staging module at v0.0.0 and relies on replace directives that Go
 # ignores in dependencies. A throwaway module with one replace per staging module fixes that.
 #
 # Environment: K8S_VERSION (default v1.36.3), ETCD_VERSION (default v3.6.16),
-#              GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
+#              KWOK_VERSION (default v0.8.0), GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 CACHE=${GPU_ADMISSION_CACHE:-$HOME/.cache/gpu-admission}
 OUT=$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 BIN=$OUT/bin
-BINARIES=(kube-apiserver kube-scheduler kubectl etcd)
+K8S_BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
+BINARIES=("${K8S_BINARIES[@]}" etcd kwok)
+
+# kwok is keyed by its own version inside the directory (a stamp beside the binary)
+if [ -x "$OUT/bin/kwok" ] && [ "$(cat "$OUT/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]; then
+  rm -f "$OUT/bin/kwok" "$OUT/.complete"
+fi
 
 complete() {
-  [ -f "$OUT/.complete" ] || return 1
+  [ -f "$OUT/.complete" ] && [ -f "$BIN/kwok-stages.yaml" ] || return 1
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+}
+
+missing() {  # missing NAME...: true when any of them is not built yet
+  for b in "$@"; do [ -x "$BIN/$b" ] || return 0; done
+  return 1
 }
 
 if complete; then
@@ -33,6 +47,7 @@ log() { echo "build-control-plane: $*" >&2; }
 start=$(date +%s)
 
 # ---------------------------------------------------------------- kubernetes
+if missing "${K8S_BINARIES[@]}"; then
 minor_patch=${K8S_VERSION#v1.}            # 36.3
 staging="v0.${minor_patch}"               # v0.36.3
 minor=${minor_patch%%.*}
@@ -48,17 +63,20 @@ done < <(grep -E '^[[:space:]]*k8s\.io/[A-Za-z0-9._-]+ => \./staging/' "$gomod" 
 log "kubernetes $K8S_VERSION: ${#replaces[@]} staging modules pinned at $staging"
 go mod edit "${replaces[@]}"
 go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" \
-       "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >&2
+       "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >&2
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-for cmd in kube-apiserver kube-scheduler kubectl; do
+for cmd in "${K8S_BINARIES[@]}"; do
+  missing "$cmd" || continue
   t0=$(date +%s)
   log "building $cmd ..."
   go build -trimpath -ldflags "$ldflags" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd"
   log "built $cmd in $(( $(date +%s) - t0 )) s"
 done
+fi
 
 # ---------------------------------------------------------------- etcd (its own module: its
 # dependency versions differ from the apiserver's)
+if missing etcd; then
 cd "$OUT/etcd"
 if [ ! -f go.mod ]; then
   go mod init gpu-admission.io/etcd >/dev/null 2>&1
@@ -67,11 +85,37 @@ go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
 t0=$(date +%s)
 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 log "built etcd in $(( $(date +%s) - t0 )) s"
+fi
+
+# ---------------------------------------------------------------- kwok (its own module too: it pins
+# its own client-go; no replace directives, so a plain module build works)
+if missing kwok; then
+mkdir -p "$OUT/kwok"
+cd "$OUT/kwok"
+if [ ! -f go.mod ]; then
+  go mod init gpu-admission.io/kwok >/dev/null 2>&1
+fi
+go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
+t0=$(date +%s)
+go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
+echo "$KWOK_VERSION" > "$OUT/kwok.version"
+log "built kwok $KWOK_VERSION in $(( $(date +%s) - t0 )) s"
+fi
+# kwok does nothing without stages: the upstream "fast" set (nodes Ready with lease heartbeats, pods
+# Running and Ready at once, completed and deleted pods handled), from the same module's files
+if [ ! -f "$BIN/kwok-stages.yaml" ] || [ "$(cat "$OUT/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]; then
+  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; grep -v '^---$' "$dir/kustomize/stage/$f"
+  done > "$BIN/kwok-stages.yaml.tmp"
+  mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
+fi
 
 elapsed=$(( $(date +%s) - start ))
 {
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "kubernetes: $K8S_VERSION  etcd: $ETCD_VERSION  go: $(go version | awk '{print $3}')"
+  echo "kubernetes: $K8S_VERSION  etcd: $ETCD_VERSION  kwok: $KWOK_VERSION  go: $(go version | awk '{print $3}')"
   echo "build seconds: $elapsed"
   echo "binaries: $(du -sh "$BIN" | cut -f1)"
   echo "go module cache: $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)"

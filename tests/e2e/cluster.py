@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if made.returncode != 0:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
-        with running_control_plane(bin_dir, work / "control-plane", scheduler=True) as cp, \
+        with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True) as cp, \
                 running_webhook(docs, certs, work / "webhook") as hook:
             install(cp, hook, docs, certs)
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
@@ -83,14 +83,17 @@ def main(argv: list[str] | None = None) -> int:
             nodes = fleet()
             create_nodes(cp, nodes)
             env = f"KUBECONFIG={cp.kubeconfig}"
+            kubectl = cp.kubectl
             print(f"""
 gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {cp.url}, kube-scheduler,
+kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running),
 gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/), {len(nodes)} fake GPU nodes.
 Namespaces: demo (enforce), demo-audit (audit), {", ".join(sorted(example_namespaces()))} (enforce).
 
-  {env} kubectl get nodes -L nvidia.com/gpu.product
+  {env} {kubectl} get nodes -L nvidia.com/gpu.product
 
-Then, with `export {env}` (from the repository root):
+Then, with `export {env}` and `alias kubectl={kubectl}` (the kubectl built with the control plane;
+from the repository root):
   kubectl -n demo apply -f tests/e2e/demo/llama-70b.yaml          # pinned to HBM/NVLink, bound to an A100 or H100 node
   kubectl -n demo apply -f tests/e2e/demo/mistral-7b.yaml         # pinned to the cost tier, bound to an L40S node
   kubectl -n demo apply -f tests/e2e/demo/llama-70b-on-l40s.yaml  # denied, with the webhook's message
@@ -98,14 +101,15 @@ Then, with `export {env}` (from the repository root):
   kubectl apply -f examples/vllm-llama-70b-tp4.yaml                # a Deployment, judged at apply time
   kubectl get pods -A -o wide
   curl -s --cacert {certs / 'ca.crt'} https://127.0.0.1:{hook.port}/metrics | grep ^gpu_admission_requests_total
-(No controller-manager runs: Deployments are judged and stored, but make no pods.)
+  kubectl -n ai-serving get deploy,rs,pods -o wide                 # its pods: made by the controllers, mutated, Running
 Logs: {work}. Ctrl-C stops everything.""", flush=True)
             while True:
                 cp.check()
                 hook.check()
                 time.sleep(1)
     except KeyboardInterrupt:
-        print("\nstopped: kube-scheduler, kube-apiserver, etcd and the webhook are down", flush=True)
+        print("\nstopped: kwok, kube-controller-manager, kube-scheduler, kube-apiserver, etcd and the webhook are down",
+              flush=True)
         return 0
     except (ControlPlaneError, AssertionError, subprocess.SubprocessError) as exc:  # AssertionError: kubectl failed
         print(f"cluster: {exc}", file=sys.stderr)

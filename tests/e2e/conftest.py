@@ -1,13 +1,15 @@
-"""One real control plane per session for every end-to-end module: etcd, kube-apiserver and
-kube-scheduler built from source (build-control-plane.sh, via ``control_plane_bin`` of
-tests/conftest.py), on free loopback ports, with a client-certificate admin kubeconfig; and the real
-`gpu-admission serve` installed from the rendered manifests. The implementation is the library in
-control_plane.py, which `make cluster` (cluster.py) runs too.
+"""One real control plane per session for every end-to-end module: etcd, kube-apiserver,
+kube-scheduler and kube-controller-manager built from source (build-control-plane.sh, via
+``control_plane_bin`` of tests/conftest.py), and kwok as the kubelets of the fake nodes, on free
+loopback ports, with a client-certificate admin kubeconfig; and the real `gpu-admission serve`
+installed from the rendered manifests. The implementation is the library in control_plane.py,
+which `make cluster` (cluster.py) runs too.
 
-No controller-manager: objects are admitted and stored, nothing reconciles them, so every request
-the webhook sees is one a test made. The scheduler has no node to use until test_scheduling.py
-creates its fleet, and that fleet is tainted, so only that module's pods (which tolerate the taint)
-are ever bound.
+The controller-manager reconciles what the tests create: a Deployment makes a ReplicaSet and its
+pods, each one a request to the webhook, and rollouts run for real. The scheduler has no node to use
+until a module creates its nodes, and each module's nodes carry a taint that only its own pods
+tolerate, so pods left by other modules are never bound to them; kwok makes bound pods Running and
+Ready.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ OVERLAY = "overlays/generated-certs"
 
 @pytest.fixture(scope="session")
 def control_plane(control_plane_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    with running_control_plane(control_plane_bin, tmp_path_factory.mktemp("control-plane"), scheduler=True) as cp:
+    with running_control_plane(control_plane_bin, tmp_path_factory.mktemp("control-plane"), scheduler=True,
+                               controllers=True) as cp:
         yield cp
 
 

@@ -3,8 +3,9 @@
 
 - ``running_control_plane``: etcd and kube-apiserver (and optionally kube-scheduler) built by
   build-control-plane.sh, on free loopback ports in a work directory, with a client-certificate admin
-  kubeconfig (CN admin, O system:masters) that verifies the apiserver's serving certificate.
-  No controller-manager: nothing reconciles, so every request the webhook sees is one we made.
+  kubeconfig (CN admin, O system:masters) that verifies the apiserver's serving certificate; with
+  ``controllers=True`` also kube-controller-manager (real Deployments, ReplicaSets, Jobs...) and
+  kwok, the fake kubelets that make bound pods Running and Ready.
 - ``running_webhook``: the real `gpu-admission serve`, with the Deployment's own command and the
   ConfigMap's policy from the rendered manifests; ``register`` points the rendered webhook
   configurations at it (clientConfig.url instead of the Service).
@@ -112,6 +113,8 @@ class ControlPlane:
     log: Path
     """kube-apiserver's log."""
     scheduler_log: Path | None = None
+    controller_manager_log: Path | None = None
+    kwok_log: Path | None = None
     processes: dict[str, tuple[subprocess.Popen, Path]] = field(default_factory=dict, repr=False)
     """name -> (process, log) of every component started for it."""
 
@@ -161,11 +164,11 @@ def _pem_cert(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def admin_credentials(out: Path) -> tuple[Path, bytes, bytes]:
-    """A client CA for kube-apiserver's --client-ca-file and an admin certificate signed by it
-    (CN admin, O system:masters: every permission under RBAC). Returns (ca path, cert, key)."""
+def client_credentials(out: Path, users: dict[str, tuple[str, ...]]) -> tuple[Path, dict[str, tuple[bytes, bytes]]]:
+    """A client CA for kube-apiserver's --client-ca-file and one certificate per user, signed by it.
+    ``users``: common name -> organizations (groups). Returns (ca path, {common name: (cert, key)})."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu-admission e2e client CA")])
 
     def cert(subject: x509.Name, public, *extensions) -> x509.Certificate:
@@ -181,13 +184,30 @@ def admin_credentials(out: Path) -> tuple[Path, bytes, bytes]:
               (x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
                              key_encipherment=False, data_encipherment=False, key_agreement=False,
                              encipher_only=False, decipher_only=False), True))
-    admin = cert(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                            x509.NameAttribute(NameOID.COMMON_NAME, "admin")]), key.public_key(),
-                 (x509.BasicConstraints(ca=False, path_length=None), True),
-                 (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False))
+    issued = {}
+    for common_name, orgs in users.items():
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs),
+                             x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        issued[common_name] = (_pem_cert(cert(subject, key.public_key(),
+                                              (x509.BasicConstraints(ca=False, path_length=None), True),
+                                              (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False))),
+                               _pem_key(key))
     out.mkdir(parents=True, exist_ok=True)
     (out / "client-ca.crt").write_bytes(_pem_cert(ca))
-    return out / "client-ca.crt", _pem_cert(admin), _pem_key(key)
+    return out / "client-ca.crt", issued
+
+
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+"""The user RBAC's bootstrap policy binds to the controller-manager's own role; with
+--use-service-account-credentials each controller then acts as its own service account."""
+
+
+def admin_credentials(out: Path) -> tuple[Path, bytes, bytes]:
+    """The client CA and an admin certificate (CN admin, O system:masters: every permission under
+    RBAC). Returns (ca path, cert, key)."""
+    ca, issued = client_credentials(out, {"admin": ("system:masters",)})
+    return ca, *issued["admin"]
 
 
 def _kubeconfig(path: Path, url: str, server_ca: Path, cert: bytes, key: bytes) -> None:
@@ -217,6 +237,18 @@ def _healthz(port: int) -> bool:
         conn.close()
 
 
+def _http_ok(port: int, path: str) -> bool:
+    """A plain-HTTP health endpoint on loopback (kwok's --server-address) answers 200."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
 def _scheduler_config_args(config: Path | None, kubeconfig: Path, workdir: Path) -> list[str]:
     """``--config`` for kube-scheduler: ``config`` with clientConnection.kubeconfig pointed here."""
     if config is None:
@@ -231,9 +263,17 @@ def _scheduler_config_args(config: Path | None, kubeconfig: Path, workdir: Path)
 @contextmanager
 def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = False,
                           timeout: float = STARTUP_TIMEOUT,
-                          scheduler_config: Path | None = None) -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver (+ kube-scheduler) on free loopback ports; stopped on exit, whatever
-    happens inside the block. Yields once `/readyz` answers and bootstrap objects exist.
+                          scheduler_config: Path | None = None,
+                          controllers: bool = False) -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver (+ kube-scheduler) (+ kube-controller-manager and kwok) on free loopback
+    ports; stopped on exit, whatever happens inside the block. Yields once `/readyz` answers and
+    bootstrap objects exist.
+
+    ``controllers``: run kube-controller-manager (``--controllers=*``, its own client certificate,
+    the service-account signing key, each controller with its own service account) so Deployments,
+    ReplicaSets, StatefulSets, Jobs and CronJobs make real pods through the webhook; and kwok
+    (``--manage-all-nodes``: every node here is fake) as the kubelets of the fake nodes, so bound
+    pods become Running and Ready, nodes keep their heartbeats and rollouts finish.
 
     ``scheduler_config``: a KubeSchedulerConfiguration file to run kube-scheduler with (``--config``;
     implies ``scheduler``). kube-scheduler ignores ``--kubeconfig`` once it has ``--config``, so a copy
@@ -262,7 +302,9 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
         (workdir / "sa.key").write_bytes(_pem_key(sa_key))
         (workdir / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-        client_ca, admin_cert, admin_key = admin_credentials(workdir / "pki")
+        client_ca, users = client_credentials(workdir / "pki", {"admin": ("system:masters",),
+                                                                CONTROLLER_MANAGER_USER: ()})
+        admin_cert, admin_key = users["admin"]
         port = free_port()
         cert_dir = workdir / "apiserver-certs"
         api_log = start("kube-apiserver", [
@@ -302,6 +344,30 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
                 "--cert-dir", str(workdir / "scheduler-certs"), "--profiling=false",
                 *_scheduler_config_args(scheduler_config, kubeconfig, workdir)])
             _wait("kube-scheduler", lambda: _healthz(sched_port), procs, timeout, cp.scheduler_log)
+        if controllers:
+            kcm_kubeconfig = workdir / "kube-controller-manager.kubeconfig"
+            _kubeconfig(kcm_kubeconfig, url, cert_dir / "apiserver.crt", *users[CONTROLLER_MANAGER_USER])
+            kcm_port = free_port()
+            kcm_log = start("kube-controller-manager", [
+                str(bin_dir / "kube-controller-manager"), "--kubeconfig", str(kcm_kubeconfig),
+                "--authentication-kubeconfig", str(kcm_kubeconfig),
+                "--authorization-kubeconfig", str(kcm_kubeconfig),
+                "--controllers=*", "--use-service-account-credentials=true",
+                "--service-account-private-key-file", str(workdir / "sa.key"),
+                "--root-ca-file", str(cert_dir / "apiserver.crt"),
+                "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(kcm_port),
+                "--cert-dir", str(workdir / "controller-manager-certs"), "--profiling=false",
+                # quick reactions for a test cluster: rollouts and Job pods without the default pauses
+                "--concurrent-deployment-syncs=5", "--concurrent-replicaset-syncs=5"])
+            _wait("kube-controller-manager", lambda: _healthz(kcm_port), procs, timeout, kcm_log)
+            kwok_port = free_port()
+            kwok_log = start("kwok", [
+                str(bin_dir / "kwok"), "--kubeconfig", str(kubeconfig), "--manage-all-nodes=true",
+                "--config", str(bin_dir / "kwok-stages.yaml"),
+                "--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1",
+                "--server-address", f"127.0.0.1:{kwok_port}"])
+            _wait("kwok", lambda: _http_ok(kwok_port, "/healthz"), procs, timeout, kwok_log)
+            cp.controller_manager_log, cp.kwok_log = kcm_log, kwok_log
         yield cp
     finally:
         for proc, _ in reversed(list(procs.values())):
@@ -535,4 +601,10 @@ def create_nodes(cp: ControlPlane, nodes: list[dict]) -> None:
     lifecycle controller would once a kubelet reports Ready (the scheduler honours taints, not
     conditions)."""
     cp.run("create", "-f", "-", stdin="\n---\n".join(json.dumps(n) for n in nodes))
-    cp.run("taint", "nodes", *(n["metadata"]["name"] for n in nodes), "node.kubernetes.io/not-ready:NoSchedule-")
+    for node in nodes:
+        # with kube-controller-manager and kwok running, the node lifecycle controller may have
+        # removed the taint already (kwok reported Ready): "not found" is then the expected answer
+        done = cp.run("taint", "nodes", node["metadata"]["name"], "node.kubernetes.io/not-ready:NoSchedule-",
+                      check=False)
+        if done.returncode != 0 and "not found" not in done.stderr:
+            raise ControlPlaneError(f"kubectl taint {node['metadata']['name']} failed: {done.stderr}")
