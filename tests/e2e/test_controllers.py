@@ -20,6 +20,8 @@ import itertools
 import json
 import time
 
+from typing import Iterator
+
 import pytest
 
 from control_plane import ControlPlane, Installed, create_nodes, gpu_node
@@ -42,14 +44,15 @@ def tolerating(obj: dict, replicas: int = 1) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(installed: Installed) -> ControlPlane:
+def cluster(installed: Installed) -> Iterator[ControlPlane]:
     cp = installed.cp
     cp.namespace(ENFORCE)
     cp.namespace(AUDIT, {"gpu-admission.io/mode": "audit"})
     nodes = [gpu_node(f"ctrl-a100-{i}", "NVIDIA-A100-SXM4-80GB", taints=[TAINT]) for i in range(4)]
     nodes += [gpu_node(f"ctrl-l40s-{i}", "NVIDIA-L40S", taints=[TAINT]) for i in range(2)]
     create_nodes(cp, nodes)
-    return cp
+    yield cp
+    cp.run("delete", "nodes", *(n["metadata"]["name"] for n in nodes), "--wait=false", check=False)
 
 
 def pinned_to_hbm(pod: dict) -> bool:
