@@ -332,13 +332,15 @@ def test_deployment_resources_record_the_measurement() -> None:
     assert "from measurement" in text and re.search(r"RSS \d+ MB", text)
 
 
-def test_least_privilege_read_nodes_only(rendered) -> None:
+def test_least_privilege_read_nodes_and_nodepools_only(rendered) -> None:
     for rel in KUSTOMIZATIONS:
         docs = rendered[rel]
         kinds = {d["kind"] for d in docs}
         assert not kinds & {"Role", "RoleBinding"}, rel
         (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-        assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                                 {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"],
+                                  "verbs": ["get", "list", "watch"]}]
         (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]

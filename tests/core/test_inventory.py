@@ -20,6 +20,8 @@ from webhook.core.inventory import Inventory, from_nodes
 from webhook.server.node_watch import NodeWatch
 
 S = settings_mod.default()
+S_DENY = settings_mod.from_mapping({"inventory": {"absentTier": "deny"}}, source="absentTier: deny")
+"""Today's denials of an absent tier, kept as they were (``inventory.absentTier: deny``)."""
 KEY = "nvidia.com/gpu.product"
 A100, H100, L40S = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L40S"
 MEMORY = {A100: "81920", H100: "81559", L40S: "46068"}
@@ -88,7 +90,7 @@ def test_only_existing_products_are_offered() -> None:
 
 @pytest.mark.parametrize(("mode", "allowed"), [("enforce", False), ("audit", True)])
 def test_tier_missing_from_the_cluster(mode: str, allowed: bool) -> None:
-    (r,) = judge(TP4, S, mode=mode, inventory=fleet(node("l1", L40S), node("l2", L40S)))
+    (r,) = judge(TP4, S_DENY, mode=mode, inventory=fleet(node("l1", L40S), node("l2", L40S)))
     assert r.decision.allowed is allowed
     (v,) = r.decision.violations
     assert v.code == "tier-not-in-cluster" and "NVIDIA-L40S (2 nodes, 8 GPUs max)" in v.message
@@ -97,7 +99,7 @@ def test_tier_missing_from_the_cluster(mode: str, allowed: bool) -> None:
 
 def test_no_node_big_enough() -> None:
     pod = vllm_pod("meta-llama/Llama-3.1-405B-Instruct-FP8", 8, "-tp", "8")
-    (r,) = judge(pod, S, inventory=fleet(node("a", A100, gpus=4)))
+    (r,) = judge(pod, S_DENY, inventory=fleet(node("a", A100, gpus=4)))
     assert [v.code for v in r.decision.violations] == ["tier-not-in-cluster"]
 
 
@@ -146,8 +148,13 @@ def test_check_with_saved_nodes(tmp_path: Path) -> None:
     assert main(["check", str(pod)]) == 0
     import io
     out = io.StringIO()
-    assert main(["check", str(pod), "--inventory", str(nodes), "--output", "json"], out=out) == 1
+    deny = tmp_path / "deny.yaml"
+    deny.write_text("inventory:\n  absentTier: deny\n")
+    assert main(["check", str(pod), "--inventory", str(nodes), "--config", str(deny), "--output", "json"], out=out) == 1
     assert json.loads(out.getvalue())["results"][0]["violations"][0]["code"] == "tier-not-in-cluster"
+    warned = io.StringIO()
+    assert main(["check", str(pod), "--inventory", str(nodes), "--output", "json"], out=warned) == 0
+    assert any(w.startswith("tier-not-in-cluster (admitted") for w in json.loads(warned.getvalue())["results"][0]["warnings"])
     empty = tmp_path / "empty.yaml"
     empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
     err = io.StringIO()

@@ -14,6 +14,7 @@ from typing import Any, Mapping, TextIO
 
 from webhook.cli import sources
 from webhook.core.inventory import Inventory, from_nodes, node_objects
+from webhook.core.nodepools import nodepool_objects
 from webhook.core.resources import pod_gpus
 from webhook.core.settings import Settings, SettingsError, load as load_settings
 
@@ -21,16 +22,20 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def load_file(path: str, settings: Settings) -> Inventory:
-    """An inventory from a ``kubectl get nodes -o yaml|json`` file; raises ``sources.InputError``."""
-    nodes = [n for doc in sources.load([path]) for n in node_objects(doc.obj)]
+    """An inventory from a ``kubectl get nodes -o yaml|json`` file, with the Karpenter NodePools of
+    the same file if any (``kubectl get nodes,nodepools -o yaml``); raises ``sources.InputError``."""
+    docs = sources.load([path])
+    nodes = [n for doc in docs for n in node_objects(doc.obj)]
     if not nodes:
         raise sources.InputError(f"{path}: no Node objects (save one with: kubectl get nodes -o yaml > {path})")
-    return build(nodes, settings)
+    return build(nodes, settings, nodepools=[p for doc in docs for p in nodepool_objects(doc.obj)])
 
 
-def build(nodes: list[Any], settings: Settings, resource_version: str | None = None) -> Inventory:
+def build(nodes: list[Any], settings: Settings, resource_version: str | None = None,
+          nodepools: list[Any] | None = None) -> Inventory:
     return from_nodes(nodes, label_key=settings.label_key, scheme=settings.label_scheme, catalog=settings.catalog,
-                      gpu_resources=settings.gpu_resources, resource_version=resource_version)
+                      gpu_resources=settings.gpu_resources, resource_version=resource_version,
+                      nodepools=nodepools or ())
 
 
 def used_gpus(pods: list[Mapping[str, Any]], gpu_resources: tuple[str, ...]) -> dict[str, int]:
@@ -64,7 +69,8 @@ def summary(inventory: Inventory, settings: Settings, used: Mapping[str, int]) -
             "max_per_node": pool.max_allocatable,
         })
     anomalies = [{"node": n.name, "value": n.value, "anomalies": list(n.anomalies)} for n in inventory.untrusted()]
-    return {"label_key": inventory.label_key, "pools": pools, "anomalies": anomalies}
+    scalable = [{"value": v, "source": s} for v, s in sorted(inventory.scalable.items())]
+    return {"label_key": inventory.label_key, "pools": pools, "anomalies": anomalies, "scalable": scalable}
 
 
 def render_text(data: Mapping[str, Any]) -> str:
@@ -75,6 +81,10 @@ def render_text(data: Mapping[str, Any]) -> str:
                      f"{p['free']:>5} {p['max_per_node']:>8}")
     if not data["pools"]:
         lines.append("  (no GPU nodes)")
+    if data.get("scalable"):
+        lines.append("Can scale up (no node yet counts as present):")
+        for s in data["scalable"]:
+            lines.append(f"  {s['value']}: {s['source']}")
     if data["anomalies"]:
         lines.append("Untrusted nodes (kept away from multi-GPU pods):")
         for a in data["anomalies"]:

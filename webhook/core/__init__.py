@@ -23,6 +23,7 @@ PUBLIC: tuple[str, ...] = (
     "domain",      # the frozen value types results are made of (JSON, WorkloadProfile, Decision, ...)
     "workloads",   # documents (List expansion for check), WORKLOAD_KINDS (what the server judges)
     "inventory",   # Inventory, from_nodes, node_objects: the doors build it from Nodes they read
+    "nodepools",   # nodepool_objects, the CRD coordinates: the doors read NodePools as they read Nodes
     "redaction",   # redact: the last filter on every text a door emits
     "resources",   # pod_gpus: GPUs counted as Kubernetes counts them (inventory report)
     "dra",         # judge_claim, KINDS: ResourceClaims, the server's second admission kind

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.core.hardware import Catalog
+from webhook.core.nodepools import scalable_values
 from webhook.core.resources import QuantityError, gpu_count
 
 COUNT_LABEL = "nvidia.com/gpu.count"
@@ -63,6 +64,9 @@ class Inventory:
     label_key: str
     nodes: Mapping[str, NodeGpus] = field(default_factory=dict)
     resource_version: str | None = None
+    scalable: Mapping[str, str] = field(default_factory=dict)
+    """Label values no node carries yet that an autoscaler can add (:mod:`webhook.core.nodepools`),
+    each with its source (``NodePool gpu-h100``)."""
 
     def pools(self) -> dict[str, Pool]:
         grouped: dict[str, list[NodeGpus]] = {}
@@ -78,8 +82,10 @@ class Inventory:
         return out
 
     def values_with_room(self, gpus_per_pod: int) -> frozenset[str]:
-        """Label values with at least one trusted node that can hold ``gpus_per_pod`` GPUs."""
-        return frozenset(v for v, pool in self.pools().items() if pool.max_allocatable >= max(gpus_per_pod, 1))
+        """Label values with at least one trusted node that can hold ``gpus_per_pod`` GPUs, and the
+        values an autoscaler can add (their node size is not known: assumed to fit)."""
+        return frozenset(v for v, pool in self.pools().items()
+                         if pool.max_allocatable >= max(gpus_per_pod, 1)) | frozenset(self.scalable)
 
     def untrusted(self, values: Iterable[str] | None = None) -> tuple[NodeGpus, ...]:
         """Mixed or mislabeled nodes (optionally only those carrying one of ``values``)."""
@@ -90,10 +96,10 @@ class Inventory:
     def describe(self) -> str:
         """What exists, for messages: 'NVIDIA-L40S (4 nodes, 8 GPUs max), ...'."""
         pools = self.pools()
-        if not pools:
-            return "no GPU nodes"
-        return ", ".join(f"{p.value} ({len(p.nodes)} node{'s' if len(p.nodes) != 1 else ''}, "
-                         f"{p.max_allocatable} GPUs max)" for p in pools.values())
+        text = ", ".join(f"{p.value} ({len(p.nodes)} node{'s' if len(p.nodes) != 1 else ''}, "
+                         f"{p.max_allocatable} GPUs max)" for p in pools.values()) or "no GPU nodes"
+        scalable = [f"{v} ({source})" for v, source in sorted(self.scalable.items()) if v not in pools]
+        return text + (f"; can scale up: {', '.join(scalable)}" if scalable else "")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -152,8 +158,10 @@ def node_gpus(node: Mapping[str, Any], *, label_key: str, scheme: str, catalog: 
 
 
 def from_nodes(nodes: Iterable[Any], *, label_key: str, scheme: str, catalog: Catalog,
-               gpu_resources: Iterable[str], resource_version: str | None = None) -> Inventory:
-    """Index a list of Node objects (dicts as the API returns them)."""
+               gpu_resources: Iterable[str], resource_version: str | None = None,
+               nodepools: Iterable[Any] = ()) -> Inventory:
+    """Index a list of Node objects (dicts as the API returns them), and the Karpenter NodePools
+    whose GPU products count as present (:mod:`webhook.core.nodepools`)."""
     names = tuple(gpu_resources)
     index: dict[str, NodeGpus] = {}
     for node in nodes:
@@ -162,7 +170,8 @@ def from_nodes(nodes: Iterable[Any], *, label_key: str, scheme: str, catalog: Ca
         facts = node_gpus(node, label_key=label_key, scheme=scheme, catalog=catalog, gpu_resources=names)
         if facts is not None:
             index[facts.name] = facts
-    return Inventory(label_key, index, resource_version)
+    scalable = scalable_values(nodepools=nodepools, products=(), catalog=catalog, scheme=scheme)
+    return Inventory(label_key, index, resource_version, scalable)
 
 
 def node_objects(document: Any) -> list[Any]:

@@ -88,8 +88,33 @@ def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Se
 def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings,
               inventory: Inventory | None = None) -> _TierChoice:
     options = settings.catalog.options(tier.products, settings.label_scheme)
-    present = inventory.values_with_room(profile.gpus_per_pod) if inventory is not None else None
+    present = None
+    if inventory is not None:
+        present = inventory.values_with_room(profile.gpus_per_pod) | _policy_scalable(settings)
     return _TierChoice(tier, options, _fits(profile, options, settings), present=present)
+
+
+def _policy_scalable(settings: Settings) -> frozenset[str]:
+    """Label values of ``inventory.scalableProducts``: present for an autoscaler the API does not show."""
+    if not settings.scalable_products:
+        return frozenset()
+    return frozenset(o.value for o in settings.catalog.options(settings.scalable_products, settings.label_scheme))
+
+
+def _absent_tier_warns(choice: _TierChoice, profile: WorkloadProfile, settings: Settings,
+                       inventory: Inventory | None, warnings: list[str]) -> _TierChoice:
+    """``inventory.absentTier: warn``: a tier that would hold the model but that nothing in the
+    cluster offers (no node, no NodePool, no scalable product) is placed as if no inventory were
+    known, with a warning: the Pending pod is what makes an autoscaler add the node, and a denial
+    would block that scale-up."""
+    if (settings.absent_tier != "warn" or inventory is None or choice.tier is None or choice.present is None
+            or choice.usable() or not any(f.fits for f in choice.fits)):
+        return choice
+    wanted = [f.value for f in choice.fits if f.fits]
+    warnings.append(f"{NOT_IN_CLUSTER} (admitted, inventory.absentTier: warn): no node of the cluster offers "
+                    f"[{_shown(choice, wanted)}] (tier {choice.tier.name}) with {profile.gpus_per_pod} GPUs "
+                    f"yet; the pod stays Pending until one joins. The cluster has: {inventory.describe()}")
+    return replace(choice, present=None)
 
 
 def tier_fits(profile: WorkloadProfile, tier: Tier, settings: Settings) -> tuple[Fit, ...]:
@@ -366,7 +391,8 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     mode = effective_mode(mode, template, settings, warnings)
     if profile.gpus_per_pod <= 0:
         return _finish(mode, None, None, False, findings, warnings, (), mutate)
-    choice = _choose_tier(profile, template, settings, findings, inventory)
+    choice = _absent_tier_warns(_choose_tier(profile, template, settings, findings, inventory), profile, settings,
+                                inventory, warnings)
     values: tuple[str, ...] | None = None
     patch_needed = False
     if choice.tier is not None:

@@ -62,6 +62,13 @@ class Settings:
     tiers: tuple[Tier, ...]
     catalog: Catalog
     source: str = "embedded default"
+    scalable_products: tuple[str, ...] = ()
+    """Catalog ids of products an autoscaler can add without anything in the API saying so
+    (cluster-autoscaler node groups, GKE node pools at zero): counted as present in the inventory."""
+    absent_tier: str = "warn"
+    """With an inventory, a tier no node (nor NodePool, nor ``scalable_products``) offers: ``warn``
+    admits and warns (the Pending pod is what makes an autoscaler add the node), ``deny`` denies
+    ``tier-not-in-cluster``."""
     updates: str = "judgeChange"
     """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
     (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
@@ -125,7 +132,11 @@ SCHEMA: Mapping[str, Any] = {
         "inventory": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"mixedNodes": {"enum": ["exclude", "warn"]}},
+            "properties": {
+                "mixedNodes": {"enum": ["exclude", "warn"]},
+                "absentTier": {"enum": ["warn", "deny"]},
+                "scalableProducts": {"type": "array", "items": _NAME, "uniqueItems": True},
+            },
         },
         "products": {
             "type": "array",
@@ -266,6 +277,12 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise SettingsError(f"{source}: tiers: tier names must be unique, got {names}")
+    inventory = doc["inventory"]
+    scalable = tuple(inventory.get("scalableProducts", ()))
+    for j, product in enumerate(scalable):
+        if product not in catalog.products:
+            raise SettingsError(f"{source}: inventory.scalableProducts[{j}]: {product!r} is not a GPU product "
+                                f"of the catalog (known: {', '.join(catalog.products)})")
     rules = doc["rules"]
     for key in ("multiGpuTier", "largeModelTier", "smallModelTier"):
         if rules[key] not in names:
@@ -284,7 +301,9 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         overhead_gib=float(sizing["runtimeOverheadGiB"]),
         kv_reserve_gib=float(sizing["kvCacheReserveGiB"]),
         kv_fraction=float(sizing["kvCacheFraction"]),
-        mixed_nodes=doc["inventory"]["mixedNodes"],
+        mixed_nodes=inventory["mixedNodes"],
+        absent_tier=inventory["absentTier"],
+        scalable_products=scalable,
         multi_gpu_tier=rules["multiGpuTier"],
         large_model_tier=rules["largeModelTier"],
         small_model_tier=rules["smallModelTier"],

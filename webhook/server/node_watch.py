@@ -1,4 +1,10 @@
-"""Keep the GPU inventory current with a watch on Nodes (the only I/O the inventory needs).
+"""Keep the GPU inventory current with a watch on Nodes and on Karpenter NodePools (the only I/O the
+inventory needs).
+
+NodePools (``karpenter.sh/v1``) are watched the same way in a thread of their own, when the CRD is
+served: a 404 means Karpenter is not installed, and the list is retried every ``CRD_RETRY`` seconds
+in case it is installed later; a 403 turns only the NodePool part off (the RBAC of manifests/ grants
+both). The products a NodePool may launch count as present (:mod:`webhook.core.nodepools`).
 
 list + watch from the list's resourceVersion, reconnect with exponential backoff, relist on
 ``410 Gone`` (the watch fell behind etcd's compaction). The index is rebuilt off the request path
@@ -13,12 +19,15 @@ import threading
 import time
 from typing import Any, Callable
 
+from webhook.core import nodepools
 from webhook.core.inventory import Inventory, from_nodes
 from webhook.core.settings import Settings
 
 log = logging.getLogger("gpu_admission.inventory")
 
 MAX_BACKOFF = 30.0
+CRD_RETRY = 60.0
+"""Seconds between lists of NodePools while the CRD is not served (Karpenter not installed yet)."""
 WATCH_TIMEOUT = 300
 """Seconds a single watch request lasts before it is renewed (the server may end it sooner)."""
 
@@ -64,6 +73,7 @@ class NodeWatch:
         self._settings = settings
         self._sleep = sleep
         self._nodes: dict[str, dict[str, Any]] = {}
+        self._nodepools: dict[str, dict[str, Any]] = {}
         self._snapshot: Inventory | None = None
         self.synced = threading.Event()
         self.stopped = threading.Event()
@@ -80,7 +90,8 @@ class NodeWatch:
     def _rebuild(self, resource_version: str | None) -> Inventory:
         s = self._settings()
         snap = from_nodes(list(self._nodes.values()), label_key=s.label_key, scheme=s.label_scheme,
-                          catalog=s.catalog, gpu_resources=s.gpu_resources, resource_version=resource_version)
+                          catalog=s.catalog, gpu_resources=s.gpu_resources, resource_version=resource_version,
+                          nodepools=list(self._nodepools.values()))
         self._snapshot = snap
         return snap
 
@@ -156,7 +167,81 @@ class NodeWatch:
                 self._sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
+    # --- NodePools ---------------------------------------------------------------------------------
+
+    def _custom(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(getattr(self._api, "api_client", None))
+
+    def relist_nodepools(self, custom: Any) -> str | None:
+        result = custom.list_cluster_custom_object(nodepools.GROUP, nodepools.VERSION, nodepools.PLURAL)
+        items = result.get("items") if isinstance(result, dict) else None
+        self._nodepools = {i["metadata"]["name"]: i for i in items or []
+                           if isinstance(i, dict) and isinstance(i.get("metadata"), dict)}
+        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+        log.info("nodepools listed: %d", len(self._nodepools), extra={"event": "inventory_nodepools"})
+        meta = result.get("metadata") if isinstance(result, dict) else None
+        return meta.get("resourceVersion") if isinstance(meta, dict) else None
+
+    def apply_nodepool_event(self, kind: str, pool: dict[str, Any]) -> str | None:
+        meta = pool.get("metadata") if isinstance(pool, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        if kind == "DELETED":
+            self._nodepools.pop(meta.get("name"), None)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._nodepools[meta.get("name")] = pool
+        else:
+            return meta.get("resourceVersion")
+        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+        return meta.get("resourceVersion")
+
+    def run_nodepools(self) -> None:
+        """List, then watch NodePools; wait for the CRD while it is not served; off on 403."""
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        custom = self._custom()
+        backoff = 1.0
+        rv: str | None = None
+        while not self.stopped.is_set():
+            try:
+                if rv is None:
+                    rv = self.relist_nodepools(custom)
+                w = watch.Watch()
+                for event in w.stream(custom.list_cluster_custom_object, nodepools.GROUP, nodepools.VERSION,
+                                      nodepools.PLURAL, resource_version=rv, timeout_seconds=WATCH_TIMEOUT,
+                                      _request_timeout=WATCH_TIMEOUT + 30):
+                    if self.stopped.is_set():
+                        w.stop()
+                        break
+                    rv = self.apply_nodepool_event(event.get("type", ""), event.get("raw_object") or {}) or rv
+                backoff = 1.0
+            except ApiException as exc:
+                rv = None
+                if exc.status == 404:
+                    if self._nodepools:
+                        self._nodepools = {}
+                        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+                    self._sleep(CRD_RETRY)  # no NodePool CRD (yet): Karpenter is not installed
+                    continue
+                if exc.status == 403:
+                    log.warning("nodepools off: RBAC does not allow listing nodepools.karpenter.sh",
+                                extra={"event": "inventory_nodepools_off"})
+                    return
+                if exc.status != 410:
+                    self._sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+            except Exception as exc:  # noqa: BLE001 - network errors of every kind: retry
+                log.warning("nodepool watch error (%s); retrying in %.0f s", type(exc).__name__, backoff,
+                            extra={"event": "inventory_retry"})
+                rv = None
+                self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="gpu-admission-node-watch", daemon=True)
         thread.start()
+        threading.Thread(target=self.run_nodepools, name="gpu-admission-nodepool-watch", daemon=True).start()
         return thread
