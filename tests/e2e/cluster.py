@@ -13,13 +13,16 @@ or SIGTERM, when it stops everything and removes its work directory (unless --wo
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -56,6 +59,22 @@ def _interrupt(signum: int, _frame) -> None:
     raise KeyboardInterrupt
 
 
+@contextmanager
+def _kubeconfig_env(path: Path) -> Iterator[None]:
+    """KUBECONFIG for the webhook started inside: its node watch (the GPU inventory, `serve
+    --inventory auto`) then reads this cluster's fake nodes, so tier-not-in-cluster and the mixed
+    node exclusion can be tried here."""
+    saved = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="keep logs, certificates and the kubeconfig here "
@@ -76,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
         with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True) as cp, \
-                running_webhook(docs, certs, work / "webhook") as hook:
+                _kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook:
             install(cp, hook, docs, certs)
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
                 cp.namespace(name, labels)
@@ -87,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"""
 gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {cp.url}, kube-scheduler,
 kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running),
-gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/), {len(nodes)} fake GPU nodes.
+gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/; the GPU inventory
+watches this cluster's nodes), {len(nodes)} fake GPU nodes.
 Namespaces: demo (enforce), demo-audit (audit), {", ".join(sorted(example_namespaces()))} (enforce).
 
   {env} {kubectl} get nodes -L nvidia.com/gpu.product
