@@ -13,8 +13,11 @@ The batch (54 of the fleet's 80 GPUs; the HBM/NVLink nodes have exactly the 48 i
   `ray start`) labelled gpu-admission.io/group;
 - the two pods the LeaderWorkerSet controller makes from examples/lws-vllm-405b.yaml (labels
   leaderworkerset.sigs.k8s.io/name, group-key, group-index, worker-index; annotation size "2");
-- 4 x Llama-3.1-70B TP4 (4 GPUs each);
-- 6 single-GPU pods: 3 x Mistral-7B, 3 x bge-m3 embeddings.
+- a Deployment of 4 x Llama-3.1-70B TP4 (4 GPUs each);
+- Deployments of 3 x Mistral-7B and 3 x bge-m3 embeddings, one GPU each.
+The Deployments' pods are made by the real deployment and ReplicaSet controllers, so each one
+reaches the webhook as a controller's pod does; the groups stay plain pods (the LeaderWorkerSet
+controller is not run here, so its two pods are written as it writes them).
 The groups go first and are bound before the rest is submitted, as a big job usually is, so that
 "pending" measures placement rules and not submission order.
 
@@ -53,6 +56,7 @@ VLLM = "vllm/vllm-openai:v0.10.1"
 @dataclass(frozen=True)
 class Workload:
     pod: dict
+    """A Pod, or a Deployment whose ``replicas`` pods the controllers make."""
     tier: str
     """The tier the pod belongs on: hbm-nvlink for multi-GPU, grouped or large-model pods, cost for
     small single-GPU models."""
@@ -61,6 +65,17 @@ class Workload:
     @property
     def name(self) -> str:
         return self.pod["metadata"]["name"]
+
+    @property
+    def replicas(self) -> int:
+        return self.pod["spec"]["replicas"] if self.pod["kind"] == "Deployment" else 1
+
+
+def _deployment(name: str, namespace: str, container: dict, gpus: int, replicas: int) -> dict:
+    pod = _pod(name, namespace, container, gpus, labels={"app": name})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]}}}
 
 
 def _pod(name: str, namespace: str, container: dict, gpus: int, *, labels: dict | None = None,
@@ -115,9 +130,9 @@ def singles(namespace: str) -> list[Workload]:
     tp4 = {"image": VLLM, "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]}
     mistral = {"image": VLLM, "command": ["vllm", "serve", "mistralai/Mistral-7B-Instruct-v0.3"]}
     embed = {"image": VLLM, "command": ["vllm", "serve", "BAAI/bge-m3", "--task", "embed", "--dtype", "float16"]}
-    return ([Workload(_pod(f"llama-70b-{i}", namespace, tp4, 4), "hbm-nvlink") for i in range(4)]
-            + [Workload(_pod(f"mistral-7b-{i}", namespace, mistral, 1), "cost") for i in range(3)]
-            + [Workload(_pod(f"bge-m3-{i}", namespace, embed, 1), "cost") for i in range(3)])
+    return [Workload(_deployment("llama-70b", namespace, tp4, 4, 4), "hbm-nvlink"),
+            Workload(_deployment("mistral-7b", namespace, mistral, 1, 3), "cost"),
+            Workload(_deployment("bge-m3", namespace, embed, 1, 3), "cost")]
 
 
 # --- a run ----------------------------------------------------------------------------------------
@@ -131,7 +146,13 @@ class Run:
     node_of: dict[str, str | None] = field(default_factory=dict)
     """pod -> its node (None: stored, not bound)."""
     refused: dict[str, str] = field(default_factory=dict)
-    """pod -> kubectl's error, for pods the apiserver did not store."""
+    """workload -> why pods are missing: kubectl's error, or the pods a controller did not create."""
+    workload_of: dict[str, Workload] = field(default_factory=dict)
+    """pod -> the workload it belongs to (a Deployment's pods have generated names)."""
+
+    @property
+    def pods(self) -> int:
+        return sum(w.replicas for w in self.workloads)
 
     @property
     def product_of(self) -> dict[str, str | None]:
@@ -140,16 +161,16 @@ class Run:
     @property
     def wrong_tier(self) -> list[str]:
         products = self.product_of
-        return [f"{w.name}@{products[w.name]}" for w in self.workloads
-                if products.get(w.name) and TIER_OF_PRODUCT[products[w.name]] != w.tier]
+        return [f"{pod}@{products[pod]}" for pod, w in self.workload_of.items()
+                if products.get(pod) and TIER_OF_PRODUCT[products[pod]] != w.tier]
 
     @property
     def groups(self) -> dict[str, set[str]]:
         products = self.product_of
         found: dict[str, set[str]] = {}
-        for w in self.workloads:
+        for pod, w in self.workload_of.items():
             if w.group:
-                found.setdefault(w.group, set()).update([products[w.name]] if products.get(w.name) else [])
+                found.setdefault(w.group, set()).update([products[pod]] if products.get(pod) else [])
         return found
 
     @property
@@ -162,7 +183,7 @@ class Run:
 
     def summary(self) -> str:
         scheduled = sum(1 for node in self.node_of.values() if node)
-        return (f"{self.label}: {len(self.workloads)} pods, {scheduled} scheduled, "
+        return (f"{self.label}: {self.pods} pods, {scheduled} scheduled, "
                 f"{len(self.wrong_tier)} on a wrong tier {self.wrong_tier}, "
                 f"{len(self.split_groups)}/{len(self.groups)} groups split across products {self.split_groups}, "
                 f"{len(self.pending)} pending {self.pending}, {len(self.refused)} refused {sorted(self.refused)}")
@@ -172,18 +193,29 @@ class Run:
             node = self.node_of.get(name)
             return f"{node} ({self.node_product[node]})" if node else self.refused.get(name, "pending")
 
-        return "\n".join(f"    {w.name:<14} belongs on {w.tier:<10} -> {where(w.name)}" for w in self.workloads)
+        rows = [f"    {pod:<28} belongs on {w.tier:<10} -> {where(pod)}" for pod, w in sorted(self.workload_of.items())]
+        rows += [f"    {name:<28} {why}" for name, why in sorted(self.refused.items())]
+        return "\n".join(rows)
 
 
-def _settle(cp: ControlPlane, namespace: str, names: set[str]) -> dict[str, str | None]:
-    """pod -> node once every pod of ``names`` that exists is bound, or has been reported
-    unschedulable with nothing changing for a few polls, or SETTLE_TIMEOUT passed."""
+def _wave_pods(cp: ControlPlane, namespace: str, wave: list[Workload]) -> dict[str, dict]:
+    """The stored pods of a wave by name: a Pod by its own name, a Deployment's by its app label."""
+    apps = {w.name for w in wave if w.pod["kind"] == "Deployment"}
+    names = {w.name for w in wave if w.pod["kind"] == "Pod"}
+    return {p["metadata"]["name"]: p for p in cp.get("pods", None, namespace)["items"]
+            if p["metadata"]["name"] in names or p["metadata"].get("labels", {}).get("app") in apps}
+
+
+def _settle(cp: ControlPlane, namespace: str, wave: list[Workload]) -> dict[str, str | None]:
+    """pod -> node once the wave's pods exist (all of a Deployment's replicas, or nothing changing
+    for a few polls) and every one is bound, or has been reported unschedulable with nothing
+    changing for a few polls, or SETTLE_TIMEOUT passed."""
     deadline, last, stable = time.monotonic() + SETTLE_TIMEOUT, None, 0
+    expected = sum(w.replicas for w in wave)
     while True:
-        pods = {p["metadata"]["name"]: p for p in cp.get("pods", None, namespace)["items"]
-                if p["metadata"]["name"] in names}
+        pods = _wave_pods(cp, namespace, wave)
         nodes = {name: p["spec"].get("nodeName") for name, p in pods.items()}
-        if all(nodes.values()):
+        if all(nodes.values()) and len(nodes) >= expected:
             return nodes
         unschedulable = all(node or any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
                                         for c in pods[name]["status"].get("conditions", []))
@@ -199,18 +231,25 @@ def run_batch(cp: ControlPlane, label: str, namespace: str, node_product: dict[s
     run = Run(label, namespace, plain_group(namespace) + lws_group(namespace) + singles(namespace), node_product)
     waves = [[w for w in run.workloads if w.group], [w for w in run.workloads if not w.group]]
     for wave in waves:
-        names = {w.name for w in wave}
         done = cp.apply([w.pod for w in wave], check=False)
-        nodes = _settle(cp, namespace, names)
-        for name in sorted(names - nodes.keys()):
-            run.refused[name] = next((line for line in done.stderr.splitlines()
-                                      if f"{namespace}/{name}:" in line or f'"{name}"' in line), done.stderr.strip())
+        nodes = _settle(cp, namespace, wave)
+        pods = _wave_pods(cp, namespace, wave)
+        for w in wave:
+            mine = sorted(n for n, p in pods.items() if n == w.name or p["metadata"].get("labels", {}).get("app") == w.name
+                          and w.pod["kind"] == "Deployment")
+            run.workload_of.update({n: w for n in mine})
+            if len(mine) < w.replicas:
+                run.refused[w.name] = next((line for line in done.stderr.splitlines()
+                                            if f"{namespace}/{w.name}:" in line or f'"{w.name}"' in line),
+                                           f"{w.replicas - len(mine)} of {w.replicas} pods not created")
         run.node_of.update(nodes)
     return run
 
 
 def _delete_pods(cp: ControlPlane, namespace: str) -> None:
-    """Free the fleet: no kubelet confirms a graceful deletion, so delete at once."""
+    """Free the fleet: the Deployments first (their ReplicaSets would make the pods again), then
+    every pod at once."""
+    cp.run("delete", "deployments", "--all", "-n", namespace, "--wait=false")
     cp.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
     deadline = time.monotonic() + 30
     while cp.get("pods", None, namespace)["items"]:
@@ -250,4 +289,5 @@ def test_7_the_webhook_keeps_every_pod_on_its_tier_and_every_group_on_one_produc
     assert not with_webhook.wrong_tier, f"pods on a wrong tier with the webhook:{context}"
     assert not with_webhook.split_groups, f"groups split across products with the webhook:{context}"
     # without the webhook nothing is asserted: the run only records what the default scheduler does
-    assert len(without.node_of) + len(without.refused) == len(without.workloads)
+    assert len(with_webhook.node_of) == with_webhook.pods == 14
+    assert len(without.node_of) == without.pods or without.refused
