@@ -133,3 +133,37 @@ def test_the_node_watch_folds_nodepools_into_the_inventory() -> None:
     assert H100 not in watch.current().values_with_room(4)
     watch.apply_nodepool_event("ADDED", P5_POOL)
     assert watch.current().scalable == {H100: "NodePool p5"}
+
+
+def test_nodepools_listed_before_the_nodes_make_no_snapshot() -> None:
+    """Until the nodes are listed reviews are not filtered at all: NodePools alone must not make a
+    snapshot that says the cluster has no GPU node."""
+    from test_inventory import FakeApi
+    from webhook.server.node_watch import NodeWatch
+
+    s = settings_mod.default()
+    watch = NodeWatch(FakeApi(L40S_ONLY), lambda: s)
+    watch.relist_nodepools(FakeCustom([H100_POOL]))
+    assert watch.current() is None
+    watch.relist()
+    assert watch.current().scalable == {H100: "NodePool gpu-h100"}
+
+
+def test_check_reads_nodepools_from_the_inventory_file(tmp_path) -> None:
+    import io
+    import json
+
+    import yaml
+
+    from webhook.cli.main import main
+
+    saved = tmp_path / "fleet.yaml"  # kubectl get nodes,nodepools -o yaml
+    saved.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*L40S_ONLY, H100_POOL]}))
+    deny = tmp_path / "deny.yaml"
+    deny.write_text("inventory:\n  absentTier: deny\n")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(TP4))
+    out = io.StringIO()
+    assert main(["check", str(pod), "--inventory", str(saved), "--config", str(deny), "--output", "json"], out=out) == 0
+    (result,) = json.loads(out.getvalue())["results"]
+    assert result["allowed"] and H100 in json.dumps(result)

@@ -74,6 +74,8 @@ class NodeWatch:
         self._sleep = sleep
         self._nodes: dict[str, dict[str, Any]] = {}
         self._nodepools: dict[str, dict[str, Any]] = {}
+        self._lock = threading.RLock()
+        """Nodes and NodePools are folded in by two threads: one index rebuild at a time."""
         self._snapshot: Inventory | None = None
         self.synced = threading.Event()
         self.stopped = threading.Event()
@@ -89,16 +91,25 @@ class NodeWatch:
 
     def _rebuild(self, resource_version: str | None) -> Inventory:
         s = self._settings()
-        snap = from_nodes(list(self._nodes.values()), label_key=s.label_key, scheme=s.label_scheme,
-                          catalog=s.catalog, gpu_resources=s.gpu_resources, resource_version=resource_version,
-                          nodepools=list(self._nodepools.values()))
-        self._snapshot = snap
+        with self._lock:
+            snap = from_nodes(list(self._nodes.values()), label_key=s.label_key, scheme=s.label_scheme,
+                              catalog=s.catalog, gpu_resources=s.gpu_resources, resource_version=resource_version,
+                              nodepools=list(self._nodepools.values()))
+            self._snapshot = snap
         return snap
+
+    def _refold(self) -> None:
+        """Rebuild after a NodePool change, once the nodes are listed: before that there is no
+        snapshot, and reviews are not filtered by inventory at all (a snapshot of NodePools alone
+        would say the cluster has no GPU node)."""
+        if self.synced.is_set():
+            self._rebuild(self._snapshot.resource_version if self._snapshot else None)
 
     def relist(self) -> str | None:
         nodes, rv = list_nodes(self._api)
-        self._nodes = {n["metadata"]["name"]: n for n in nodes if isinstance(n.get("metadata"), dict)}
-        self._rebuild(rv)
+        with self._lock:
+            self._nodes = {n["metadata"]["name"]: n for n in nodes if isinstance(n.get("metadata"), dict)}
+            self._rebuild(rv)
         self.relists += 1
         self.synced.set()
         log.info("node inventory listed: %s", self._snapshot.describe() if self._snapshot else "-",
@@ -114,11 +125,12 @@ class NodeWatch:
         if kind == "BOOKMARK":
             return rv
         name = meta.get("name")
-        if kind == "DELETED":
-            self._nodes.pop(name, None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._nodes[name] = node
-        self._rebuild(rv)
+        with self._lock:
+            if kind == "DELETED":
+                self._nodes.pop(name, None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self._nodes[name] = node
+            self._rebuild(rv)
         return rv
 
     def _watch_once(self, rv: str | None) -> str | None:
@@ -177,9 +189,10 @@ class NodeWatch:
     def relist_nodepools(self, custom: Any) -> str | None:
         result = custom.list_cluster_custom_object(nodepools.GROUP, nodepools.VERSION, nodepools.PLURAL)
         items = result.get("items") if isinstance(result, dict) else None
-        self._nodepools = {i["metadata"]["name"]: i for i in items or []
-                           if isinstance(i, dict) and isinstance(i.get("metadata"), dict)}
-        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+        with self._lock:
+            self._nodepools = {i["metadata"]["name"]: i for i in items or []
+                               if isinstance(i, dict) and isinstance(i.get("metadata"), dict)}
+            self._refold()
         log.info("nodepools listed: %d", len(self._nodepools), extra={"event": "inventory_nodepools"})
         meta = result.get("metadata") if isinstance(result, dict) else None
         return meta.get("resourceVersion") if isinstance(meta, dict) else None
@@ -188,13 +201,14 @@ class NodeWatch:
         meta = pool.get("metadata") if isinstance(pool, dict) else None
         if not isinstance(meta, dict):
             return None
-        if kind == "DELETED":
-            self._nodepools.pop(meta.get("name"), None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._nodepools[meta.get("name")] = pool
-        else:
+        if kind not in ("DELETED", "ADDED", "MODIFIED"):
             return meta.get("resourceVersion")
-        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+        with self._lock:
+            if kind == "DELETED":
+                self._nodepools.pop(meta.get("name"), None)
+            else:
+                self._nodepools[meta.get("name")] = pool
+            self._refold()
         return meta.get("resourceVersion")
 
     def run_nodepools(self) -> None:
@@ -221,9 +235,10 @@ class NodeWatch:
             except ApiException as exc:
                 rv = None
                 if exc.status == 404:
-                    if self._nodepools:
-                        self._nodepools = {}
-                        self._rebuild(self._snapshot.resource_version if self._snapshot else None)
+                    with self._lock:
+                        if self._nodepools:
+                            self._nodepools = {}
+                            self._refold()
                     self._sleep(CRD_RETRY)  # no NodePool CRD (yet): Karpenter is not installed
                     continue
                 if exc.status == 403:
