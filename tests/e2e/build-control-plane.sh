@@ -74,32 +74,29 @@ for cmd in "${K8S_BINARIES[@]}"; do
 done
 fi
 
+# one binary from its own throwaway module: module_build NAME PACKAGE VERSION
+module_build() {
+  mkdir -p "$OUT/$1"
+  cd "$OUT/$1"
+  [ -f go.mod ] || go mod init "gpu-admission.io/$1" >/dev/null 2>&1
+  go get "$2@$3" >&2
+  local t0
+  t0=$(date +%s)
+  go build -trimpath -ldflags "-s -w" -o "$BIN/$1" "$2"
+  log "built $1 $3 in $(( $(date +%s) - t0 )) s"
+}
+
 # ---------------------------------------------------------------- etcd (its own module: its
 # dependency versions differ from the apiserver's)
 if missing etcd; then
-cd "$OUT/etcd"
-if [ ! -f go.mod ]; then
-  go mod init gpu-admission.io/etcd >/dev/null 2>&1
-fi
-go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
-t0=$(date +%s)
-go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
-log "built etcd in $(( $(date +%s) - t0 )) s"
+  module_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 fi
 
 # ---------------------------------------------------------------- kwok (its own module too: it pins
 # its own client-go; no replace directives, so a plain module build works)
 if missing kwok; then
-mkdir -p "$OUT/kwok"
-cd "$OUT/kwok"
-if [ ! -f go.mod ]; then
-  go mod init gpu-admission.io/kwok >/dev/null 2>&1
-fi
-go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
-t0=$(date +%s)
-go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
-echo "$KWOK_VERSION" > "$OUT/kwok.version"
-log "built kwok $KWOK_VERSION in $(( $(date +%s) - t0 )) s"
+  module_build kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+  echo "$KWOK_VERSION" > "$OUT/kwok.version"
 fi
 # kwok does nothing without stages: the upstream "fast" set (nodes Ready with lease heartbeats, pods
 # Running and Ready at once, completed and deleted pods handled), from the same module's files

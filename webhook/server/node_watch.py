@@ -167,17 +167,17 @@ class NodeWatch:
                 if exc.status == 410:
                     rv = None  # compacted: start again from a fresh list
                     continue
-                log.warning("node watch failed (%s %s); retrying in %.0f s", exc.status, exc.reason, backoff,
-                            extra={"event": "inventory_retry"})
                 rv = None
-                self._sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = self._back_off("node watch", f"{exc.status} {exc.reason}", backoff)
             except Exception as exc:  # noqa: BLE001 - network errors of every kind: retry
-                log.warning("node watch error (%s); retrying in %.0f s", type(exc).__name__, backoff,
-                            extra={"event": "inventory_retry"})
                 rv = None
-                self._sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = self._back_off("node watch", type(exc).__name__, backoff)
+
+    def _back_off(self, what: str, detail: str, backoff: float) -> float:
+        """Log, wait ``backoff`` seconds, and return the next (doubled, capped) wait."""
+        log.warning("%s failed (%s); retrying in %.0f s", what, detail, backoff, extra={"event": "inventory_retry"})
+        self._sleep(backoff)
+        return min(backoff * 2, MAX_BACKOFF)
 
     # --- NodePools ---------------------------------------------------------------------------------
 
@@ -245,15 +245,11 @@ class NodeWatch:
                     log.warning("nodepools off: RBAC does not allow listing nodepools.karpenter.sh",
                                 extra={"event": "inventory_nodepools_off"})
                     return
-                if exc.status != 410:
-                    self._sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                if exc.status != 410:  # 410: compacted, relist at once
+                    backoff = self._back_off("nodepool watch", f"{exc.status} {exc.reason}", backoff)
             except Exception as exc:  # noqa: BLE001 - network errors of every kind: retry
-                log.warning("nodepool watch error (%s); retrying in %.0f s", type(exc).__name__, backoff,
-                            extra={"event": "inventory_retry"})
                 rv = None
-                self._sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = self._back_off("nodepool watch", type(exc).__name__, backoff)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="gpu-admission-node-watch", daemon=True)
