@@ -7,7 +7,7 @@ and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -17,7 +17,8 @@ from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
 from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
-from webhook.core.workloads import PodTemplate, pod_templates
+from webhook.core.resources import pod_gpus
+from webhook.core.workloads import PodTemplate, join, pod_templates
 
 __all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review", "judge_update",
            "object_identity", "tier_fits"]
@@ -71,7 +72,7 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
     mutate = settings.mutate if mutate is None else mutate
     results: list[TemplateResult] = []
     leader: WorkloadProfile | None = None
-    for template in pod_templates(obj, prefix):
+    for template in _job_groups(pod_templates(obj, prefix), settings.gpu_resources):
         inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
         if template.template == "leader":
             leader = inferred.profile
@@ -83,6 +84,19 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
                                       decision.placement if decision.patch_needed else None, decision.group))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     return tuple(results)
+
+
+def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ...]) -> tuple[PodTemplate, ...]:
+    """An operator's job (gang templates) is one group of its GPU pods: each GPU template gets the
+    job's GPU pod count as its group size, so a PyTorchJob of 1 master + 3 workers at 8 GPUs is
+    judged as 8 GPUs x 4 pods. CPU-only templates (an MPI launcher, a Ray head) are not members."""
+    if not any(t.gang for t in templates):
+        return templates
+    gpu = {id(t) for t in templates if t.gang and pod_gpus(t.spec, join(t.pointer, "spec"), gpu_resources).gpus > 0}
+    pods = sum(t.replicas or 0 for t in templates if id(t) in gpu)
+    if pods <= 1:
+        return templates
+    return tuple(replace(t, group_size=pods) if id(t) in gpu else t for t in templates)
 
 
 def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core import operators
 from webhook.core.domain import JSON
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
@@ -29,7 +30,7 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
 }
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
-    {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys()} - {"ReplicationController", "PodTemplate"}
+    {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
 )
 """Kinds whose templates are judged (the webhook registers for these)."""
 
@@ -51,6 +52,9 @@ class PodTemplate:
     kind: str = "Pod"
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    gang: bool = False
+    """True for the templates of an operator's job (:mod:`webhook.core.operators`): the pods of all
+    its GPU templates form one group, which the engine counts into ``group_size``."""
 
 
 def escape(token: str) -> str:
@@ -95,7 +99,7 @@ def _annotations(metadata: Mapping[str, JSON], field_name: str = "annotations") 
 
 def _template(
     pointer: str, holder: Any, *, kind: str, template: str | None = None, group_size: int = 1,
-    replicas: int | None = None,
+    replicas: int | None = None, gang: bool = False,
 ) -> PodTemplate | None:
     if not isinstance(holder, Mapping):
         return None
@@ -110,6 +114,7 @@ def _template(
         kind=kind,
         annotations=_annotations(metadata),
         labels=_annotations(metadata, "labels"),
+        gang=gang,
     )
 
 
@@ -147,6 +152,10 @@ def pod_templates(obj: Any, prefix: str = "") -> tuple[PodTemplate, ...]:
         return (tpl,) if tpl else ()
     if kind == "LeaderWorkerSet" and isinstance(api_version, str) and api_version.startswith(LWS_GROUP + "/"):
         return _lws_templates(obj, prefix)
+    if isinstance(api_version, str) and (api_version, kind) in operators.READERS:  # before _TEMPLATE_PATHS: a Volcano Job is no batch/v1 Job
+        found = (_template(join(prefix, *path), holder, kind=kind, template=role, replicas=pods, gang=True)
+                 for path, holder, role, pods in operators.templates(obj))
+        return tuple(tpl for tpl in found if tpl is not None)
     path = _TEMPLATE_PATHS.get(kind)
     if path is None or kind == "PodTemplate":
         return ()
