@@ -113,6 +113,19 @@ def test_operator_kinds_are_judged_by_the_webhook() -> None:
     assert operators.KINDS <= WORKLOAD_KINDS
 
 
+@pytest.mark.parametrize(("group", "pods"), [
+    pytest.param({"replicas": 3}, 3, id="replicas"),
+    pytest.param({"minReplicas": 2}, 2, id="min-only"),
+    pytest.param({"replicas": 1, "minReplicas": 2}, 2, id="raised-to-min"),
+    pytest.param({}, 0, id="crd-defaults-zero"),
+    pytest.param({"replicas": 2, "numOfHosts": 4}, 8, id="multi-host"),
+])
+def test_ray_worker_group_pods(group: dict[str, Any], pods: int) -> None:
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+               "spec": {"workerGroupSpecs": [{**group, "groupName": "g", "template": tpl(1)}]}}
+    assert [f[3] for f in operators.templates(cluster)] == [pods]
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     pytest.param(3, 3, id="int"), pytest.param("3", 3, id="digit-string"), pytest.param(" 3 ", 3, id="padded"),
     pytest.param(None, 1, id="absent-default"), pytest.param(True, 1, id="bool-is-no-count"),

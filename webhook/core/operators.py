@@ -11,9 +11,12 @@ written differently by each. This module reads them; the facts (paths, defaults)
 - ``jobset.x-k8s.io/v1alpha2`` JobSet: ``/spec/replicatedJobs/<i>/template/spec/template``,
   ``replicas`` (default 1) Jobs x ``parallelism`` (default 1) pods;
 - ``ray.io/v1`` RayCluster (``/spec``), RayJob (``/spec/rayClusterSpec``), RayService
-  (``/spec/rayClusterConfig``): the head group (one pod) and each worker group, ``replicas``
-  (else ``minReplicas``, else 1) x ``numOfHosts`` (default 1) pods;
-- ``batch.volcano.sh/v1alpha1`` Job: ``/spec/tasks/<i>/template``, ``replicas`` (default 1).
+  (``/spec/rayClusterConfig``): the head group (one pod) and each worker group, the larger of
+  ``replicas`` and ``minReplicas`` (both default 0 in the CRD) x ``numOfHosts`` (default 1) pods;
+- ``batch.volcano.sh/v1alpha1`` Job: ``/spec/tasks/<i>/template``, ``replicas`` (the Go type is a
+  plain ``int32`` with ``omitempty`` and no kubebuilder default; whether Volcano's own admission
+  webhook defaults an absent one is not confirmed here, so 1 is assumed, as every public sample
+  writes it).
 
 Every template of one of these objects belongs to one job: the engine counts the pods of its GPU
 templates as the job's group (a CPU-only launcher or Ray head is not a member). A count that is not
@@ -100,7 +103,9 @@ def _ray(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
         group = _mapping(group)
         if "template" not in group:
             continue
-        replicas = count(group.get("replicas"), count(group.get("minReplicas")))
+        # the CRD defaults replicas and minReplicas to 0; the operator keeps replicas at least minReplicas
+        # (ray-operator/apis/ray/v1/raycluster_types.go, WorkerGroupSpec)
+        replicas = max(count(group.get("replicas"), 0), count(group.get("minReplicas"), 0))
         name = group.get("groupName") if isinstance(group.get("groupName"), str) else f"workerGroupSpecs[{i}]"
         yield (*base, "workerGroupSpecs", str(i), "template"), group["template"], name, \
             min(replicas * count(group.get("numOfHosts")), MAX_PODS)
