@@ -131,7 +131,8 @@ def test_ray_worker_group_pods(group: dict[str, Any], pods: int) -> None:
     pytest.param(None, 1, id="absent-default"), pytest.param(True, 1, id="bool-is-no-count"),
     pytest.param(-2, 0, id="negative"), pytest.param("-2", 0, id="negative-string"),
     pytest.param(10**30, operators.MAX_PODS, id="huge"), pytest.param("9" * 400, 1, id="huge-string"),
-    pytest.param(2.5, 1, id="float"), pytest.param("three", 1, id="word"), pytest.param({"a": 1}, 1, id="mapping"),
+    pytest.param("--2", 1, id="double-minus"), pytest.param("\u0664", 1, id="arabic-indic-digit"),
+    pytest.param("1_000", 1, id="underscore"), pytest.param(2.5, 1, id="float"), pytest.param("three", 1, id="word"), pytest.param({"a": 1}, 1, id="mapping"),
 ])
 def test_counts(value: Any, expected: int) -> None:
     assert operators.count(value) == expected

@@ -27,9 +27,12 @@ at ``MAX_PODS``, so a hostile number cannot make a huge group.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+_COUNT_RE = re.compile(r"-?[0-9]{1,12}")
+"""A count written as a string: ASCII digits only (``isdigit`` also takes other scripts' digits)."""
 MAX_PODS = 100_000
 """More pods than any one job runs: counts above are capped here."""
 
@@ -53,7 +56,7 @@ def count(value: Any, default: int = 1) -> int:
     """A pod or replica count as the operators write it (see the module docstring)."""
     if isinstance(value, bool):
         return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 12:
+    if isinstance(value, str) and _COUNT_RE.fullmatch(value.strip()):
         value = int(value.strip())
     if not isinstance(value, int):
         return default
