@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from webhook.core import engine, settings as settings_mod, updates
+from webhook.core.workloads import pod_templates
 
 KEY = "nvidia.com/gpu.product"
 
@@ -116,10 +117,10 @@ def test_unchanged_templates_are_not_judged_again() -> None:
         return engine.judge(PINNED_L40S, settings_mod.default())
 
     new = engine.judge(annotated(PINNED_L40S), settings_mod.default())
-    updates.against_old(new, PINNED_L40S, judge_old)
+    updates.against_old(new, pod_templates(PINNED_L40S), judge_old)
     assert calls == []
     changed = engine.judge(deployment(product="NVIDIA-L40S", tp=8), settings_mod.default())
-    updates.against_old(changed, PINNED_L40S, judge_old)
+    updates.against_old(changed, pod_templates(PINNED_L40S), judge_old)
     assert calls == [1]
 
 
@@ -133,3 +134,24 @@ def test_warning_names_the_code_first_within_kubectls_width() -> None:
     judged = engine.judge_update(annotated(PINNED_L40S), PINNED_L40S, settings_mod.default())
     warning = next(w for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing"))
     assert warning[:120].startswith("pre-existing tier-mismatch (admitted: the stored object already has it")
+
+
+def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's templates carry the group size the engine gives them: the stored templates must be
+    read the same way, or every metadata-only update of a PyTorchJob would judge the old job too."""
+    import yaml
+    from pathlib import Path
+
+    job = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/kubeflow-pytorchjob-llama-70b.yaml").read_text())
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {KEY: "NVIDIA-L40S"}
+    calls: list[int] = []
+    real = updates.against_old
+
+    def spying(new: Any, old_templates: Any, judge_old: Any) -> Any:
+        return real(new, old_templates, lambda: calls.append(1) or judge_old())
+
+    monkeypatch.setattr(updates, "against_old", spying)
+    judged = engine.judge_update(annotated(job), job, settings_mod.default())
+    assert calls == []
+    assert all(r.decision.allowed for r in judged.results) and warned(judged) == {"tier-mismatch"}

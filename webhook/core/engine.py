@@ -92,11 +92,11 @@ def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ..
     judged as 8 GPUs x 4 pods. CPU-only templates (an MPI launcher, a Ray head) are not members."""
     if not any(t.gang for t in templates):
         return templates
-    gpu = {id(t) for t in templates if t.gang and pod_gpus(t.spec, join(t.pointer, "spec"), gpu_resources).gpus > 0}
-    pods = sum(t.replicas or 0 for t in templates if id(t) in gpu)
+    member = [t.gang and pod_gpus(t.spec, join(t.pointer, "spec"), gpu_resources).gpus > 0 for t in templates]
+    pods = sum(t.replicas or 0 for t, m in zip(templates, member) if m)
     if pods <= 1:
         return templates
-    return tuple(replace(t, group_size=pods) if id(t) in gpu else t for t in templates)
+    return tuple(replace(t, group_size=pods) if m else t for t, m in zip(templates, member))
 
 
 def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
@@ -125,8 +125,11 @@ def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None
     denial (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new."""
     results = judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory)
     if settings.updates == updates.JUDGE_CHANGE and old_obj is not None:
-        results = updates.against_old(results, old_obj, lambda: judge(old_obj, settings, mode=mode, mutate=mutate,
-                                                                        inventory=inventory))
+        # the stored templates read as judge reads them, job group sizes included, so an unchanged
+        # operator template compares equal and is not judged again
+        old_templates = _job_groups(pod_templates(old_obj), settings.gpu_resources)
+        results = updates.against_old(results, old_templates, lambda: judge(old_obj, settings, mode=mode,
+                                                                              mutate=mutate, inventory=inventory))
     return Judgement(results)
 
 

@@ -21,11 +21,11 @@ violation as pre-existing without being judged again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from webhook.core.domain import Violation
-from webhook.core.workloads import PodTemplate, pod_templates
+from webhook.core.workloads import PodTemplate
 
 if TYPE_CHECKING:
     from webhook.core.engine import TemplateResult
@@ -54,31 +54,21 @@ def pre_existing_warning(violation: Violation) -> str:
             f"add a violation are denied): {violation.message}")
 
 
-@dataclass(frozen=True)
-class _OldVerdicts:
-    """The stored object's templates, and its violation codes per template once judged (lazily:
-    only a changed template that has a violation needs the old verdict)."""
-
-    templates: Mapping[Key, PodTemplate]
-    judge_old: Callable[[], Sequence["TemplateResult"]]
-
-    def codes(self) -> Mapping[Key, frozenset[str]]:
-        return {key(r.template): frozenset(v.code for v in r.decision.violations) for r in self.judge_old()}
-
-
-def against_old(new: Sequence["TemplateResult"], old_obj: Any,
+def against_old(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemplate],
                 judge_old: Callable[[], Sequence["TemplateResult"]]) -> tuple["TemplateResult", ...]:
     """``new`` with every violation the stored object already had turned into a pre-existing
-    warning; a decision left without violations is allowed. ``judge_old`` judges ``old_obj`` with
-    the same settings, and is called at most once, only when a changed template has a violation."""
+    warning; a decision left without violations is allowed. ``old_templates`` are the stored
+    object's templates as the engine reads them (group sizes included), ``judge_old`` judges that
+    object with the same settings and is called at most once, only when a changed template has a
+    violation."""
     if not any(r.decision.violations for r in new):
         return tuple(new)
-    old = _OldVerdicts({key(t): t for t in pod_templates(old_obj)}, judge_old)
+    before_by_key = {key(t): t for t in old_templates}
     old_codes: Mapping[Key, frozenset[str]] | None = None
     out = []
     for result in new:
         decision = result.decision
-        before = old.templates.get(key(result.template))
+        before = before_by_key.get(key(result.template))
         if not decision.violations or before is None:
             out.append(result)  # nothing to excuse, or a template the stored object did not have
             continue
@@ -86,7 +76,7 @@ def against_old(new: Sequence["TemplateResult"], old_obj: Any,
             existing = frozenset(v.code for v in decision.violations)
         else:
             if old_codes is None:
-                old_codes = old.codes()
+                old_codes = {key(r.template): frozenset(v.code for v in r.decision.violations) for r in judge_old()}
             existing = old_codes.get(key(result.template), frozenset())
         kept = tuple(v for v in decision.violations if v.code not in existing)
         excused = [v for v in decision.violations if v.code in existing]
