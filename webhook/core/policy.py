@@ -24,6 +24,7 @@ from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Place
 from webhook.core.groups import declared_size, group_label
 from webhook.core.inference import MODE, TIER
 from webhook.core.inventory import Inventory
+from webhook.core.nodepools import scalable_values
 from webhook.core.patches import has_group_term
 from webhook.core.selection import excludes_everywhere, pinned_values
 from webhook.core.settings import MODES, Settings, Tier
@@ -98,7 +99,8 @@ def _policy_scalable(settings: Settings) -> frozenset[str]:
     """Label values of ``inventory.scalableProducts``: present for an autoscaler the API does not show."""
     if not settings.scalable_products:
         return frozenset()
-    return frozenset(o.value for o in settings.catalog.options(settings.scalable_products, settings.label_scheme))
+    return frozenset(scalable_values(nodepools=(), products=settings.scalable_products, catalog=settings.catalog,
+                                     scheme=settings.label_scheme))
 
 
 def _absent_tier_warns(choice: _TierChoice, profile: WorkloadProfile, settings: Settings,
