@@ -13,20 +13,17 @@ or SIGTERM, when it stops everything and removes its work directory (unless --wo
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
-from control_plane import (ROOT, ControlPlaneError, ManifestTree, create_nodes, fleet, install,
+from control_plane import (ROOT, ControlPlaneError, ManifestTree, create_nodes, fleet, install, kubeconfig_env,
                            running_control_plane, running_webhook)
 
 OVERLAY = "overlays/generated-certs"
@@ -59,22 +56,6 @@ def _interrupt(signum: int, _frame) -> None:
     raise KeyboardInterrupt
 
 
-@contextmanager
-def _kubeconfig_env(path: Path) -> Iterator[None]:
-    """KUBECONFIG for the webhook started inside: its node watch (the GPU inventory, `serve
-    --inventory auto`) then reads this cluster's fake nodes, so tier-not-in-cluster and the mixed
-    node exclusion can be tried here."""
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(path)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="keep logs, certificates and the kubeconfig here "
@@ -95,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
         with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True) as cp, \
-                _kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook:
+                kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook:
             install(cp, hook, docs, certs)
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
                 cp.namespace(name, labels)

@@ -224,24 +224,16 @@ def _kubeconfig(path: Path, url: str, server_ca: Path, cert: bytes, key: bytes) 
     os.chmod(path, 0o600)
 
 
-def _healthz(port: int) -> bool:
-    """kube-scheduler's /healthz (served without authentication, self-signed certificate)."""
-    ctx = ssl._create_unverified_context()  # noqa: S323 - loopback health probe of a test process
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=3)
+def _healthz(port: int, *, tls: bool = True) -> bool:
+    """``/healthz`` on loopback answers 200: kube-scheduler's and kube-controller-manager's (served
+    without authentication, self-signed certificate), or kwok's plain-HTTP one (``tls=False``)."""
+    if tls:
+        ctx = ssl._create_unverified_context()  # noqa: S323 - loopback health probe of a test process
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=3)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
     try:
         conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
-
-
-def _http_ok(port: int, path: str) -> bool:
-    """A plain-HTTP health endpoint on loopback (kwok's --server-address) answers 200."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
-    try:
-        conn.request("GET", path)
         return conn.getresponse().status == 200
     except OSError:
         return False
@@ -366,7 +358,7 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
                 "--config", str(bin_dir / "kwok-stages.yaml"),
                 "--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1",
                 "--server-address", f"127.0.0.1:{kwok_port}"])
-            _wait("kwok", lambda: _http_ok(kwok_port, "/healthz"), procs, timeout, kwok_log)
+            _wait("kwok", lambda: _healthz(kwok_port, tls=False), procs, timeout, kwok_log)
             cp.controller_manager_log, cp.kwok_log = kcm_log, kwok_log
         yield cp
     finally:
@@ -461,6 +453,22 @@ def _ready(hook: Webhook) -> bool:
         return hook.get("/readyz")[0] == 200
     except OSError:
         return False
+
+
+@contextmanager
+def kubeconfig_env(path: Path) -> Iterator[None]:
+    """KUBECONFIG set to ``path`` inside the block, as it was after: a webhook started inside
+    (`running_webhook`) then has its node watch (the GPU inventory, `serve --inventory auto`) read
+    this control plane's nodes."""
+    saved = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = saved
 
 
 @contextmanager

@@ -62,7 +62,7 @@ def pinned_to_hbm(pod: dict) -> bool:
 
 
 def pods(cp: ControlPlane, namespace: str, selector: str = "app=llm") -> list[dict]:
-    return json.loads(cp.run("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+    return cp.get("pods", None, namespace, "-l", selector)["items"]
 
 
 def rollout(cp: ControlPlane, namespace: str, name: str) -> None:
@@ -73,7 +73,7 @@ def rollout(cp: ControlPlane, namespace: str, name: str) -> None:
 
 
 def replica_sets(cp: ControlPlane, namespace: str) -> list[dict]:
-    return json.loads(cp.run("get", "rs", "-n", namespace, "-o", "json").stdout)["items"]
+    return cp.get("rs", None, namespace)["items"]
 
 
 def delete(cp: ControlPlane, namespace: str, name: str) -> None:

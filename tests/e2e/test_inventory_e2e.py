@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -28,8 +27,8 @@ from typing import Iterator
 
 import pytest
 
-from control_plane import ControlPlane, ManifestTree, create_nodes, gpu_node, install, running_control_plane, \
-    running_webhook
+from control_plane import ControlPlane, ManifestTree, create_nodes, gpu_node, install, kubeconfig_env, \
+    running_control_plane, running_webhook
 from objects import vllm_pod
 
 pytestmark = pytest.mark.e2e
@@ -88,16 +87,9 @@ def cluster(control_plane_bin: Path, manifest_tree: ManifestTree,
         assert "  absentTier: warn\n" in config["data"]["policy.yaml"]
         config["data"]["policy.yaml"] = config["data"]["policy.yaml"].replace("  absentTier: warn\n",
                                                                               "  absentTier: deny\n")
-        saved = os.environ.get("KUBECONFIG")
-        os.environ["KUBECONFIG"] = str(cp.kubeconfig)  # the server's node watch reads this cluster
-        try:
+        with kubeconfig_env(cp.kubeconfig):  # the server's node watch reads this cluster
             hook_cm = running_webhook(docs, manifest_tree.certs_dir, work / "webhook")
             hook = hook_cm.__enter__()
-        finally:
-            if saved is None:
-                os.environ.pop("KUBECONFIG", None)
-            else:
-                os.environ["KUBECONFIG"] = saved
         try:
             install(cp, hook, docs, manifest_tree.certs_dir)
             cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
