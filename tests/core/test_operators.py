@@ -123,7 +123,7 @@ def test_operator_kinds_are_judged_by_the_webhook() -> None:
 def test_ray_worker_group_pods(group: dict[str, Any], pods: int) -> None:
     cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
                "spec": {"workerGroupSpecs": [{**group, "groupName": "g", "template": tpl(1)}]}}
-    assert [f[3] for f in operators.templates(cluster)] == [pods]
+    assert [f.pods for f in operators.templates(cluster)] == [pods]
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -18,7 +18,7 @@ from webhook.core.policy import tier_fits
 from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.resources import pod_gpus
-from webhook.core.workloads import PodTemplate, join, pod_templates
+from webhook.core.workloads import PodTemplate, pod_templates
 
 __all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review", "judge_update",
            "object_identity", "tier_fits"]
@@ -79,9 +79,10 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
                                  problems=inferred.problems, inventory=inventory)
         ops: tuple[dict[str, JSON], ...] = ()
-        if decision.patch_needed or decision.group is not None:
+        if template.patchable and (decision.patch_needed or decision.group is not None):
             ops = tuple(patches.build(template.pointer, template.spec,
-                                      decision.placement if decision.patch_needed else None, decision.group))
+                                      decision.placement if decision.patch_needed else None, decision.group,
+                                      spec_pointer=template.spec_pointer))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     return tuple(results)
 
@@ -92,7 +93,7 @@ def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ..
     judged as 8 GPUs x 4 pods. CPU-only templates (an MPI launcher, a Ray head) are not members."""
     if not any(t.gang for t in templates):
         return templates
-    member = [t.gang and pod_gpus(t.spec, join(t.pointer, "spec"), gpu_resources).gpus > 0 for t in templates]
+    member = [t.gang and pod_gpus(t.spec, t.spec_pointer, gpu_resources).gpus > 0 for t in templates]
     pods = sum(t.replicas or 0 for t, m in zip(templates, member) if m)
     if pods <= 1:
         return templates

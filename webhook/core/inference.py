@@ -149,7 +149,7 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     profile; workers usually carry no model flags and run the leader's model.
     """
     problems: list[Violation] = []
-    gpu_req = pod_gpus(template.spec, join(template.pointer, "spec"), gpu_resources)
+    gpu_req = pod_gpus(template.spec, template.spec_pointer, gpu_resources)
     problems.extend(gpu_req.problems)
     launch, container, cut = _launch(template.spec, gpu_req.by_container or {})
     inherited = launch is None and leader is not None and leader.model is not None

@@ -41,22 +41,24 @@ def _nest(keys: tuple[str, ...], leaf: JSON) -> JSON:
 
 
 def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement | None,
-          group: GroupAffinity | None = None) -> list[Op]:
+          group: GroupAffinity | None = None, *, spec_pointer: str | None = None) -> list[Op]:
     """Ops that make the pod template at ``template_pointer`` (whose ``spec`` is given) land only on
     ``placement.values`` of ``placement.label_key`` and, for a group member, on the same product as
-    the rest of its group. Returns ``[]`` when nothing needs to change."""
-    ops = node_affinity_ops(template_pointer, spec, placement) if placement is not None else []
+    the rest of its group. Returns ``[]`` when nothing needs to change. ``spec_pointer``: where the
+    PodSpec is when it is not ``<template_pointer>/spec``."""
+    spec_at = join(template_pointer, "spec") if spec_pointer is None else spec_pointer
+    ops = node_affinity_ops(spec_at, spec, placement) if placement is not None else []
     if group is not None:
         # the pod affinity goes into the spec as the node affinity ops leave it. Those ops change
         # nothing outside spec.affinity.nodeAffinity except, when spec.affinity is absent or not an
         # object, spec.affinity itself, so that one key is all the pod affinity ops need to see
         # (no deep copy of the whole spec: a hostile, deeply nested spec must not hit the recursion limit)
         current = spec
-        whole_affinity = join(template_pointer, "spec", "affinity")
+        whole_affinity = join(spec_at, "affinity")
         for op in ops:
             if op["path"] == whole_affinity:
                 current = {**spec, "affinity": op["value"]}
-        ops += pod_affinity_ops(template_pointer, current, group)
+        ops += pod_affinity_ops(spec_at, current, group)
     return ops
 
 
@@ -80,12 +82,12 @@ def has_group_term(spec: Mapping[str, Any], group: GroupAffinity) -> bool:
     return False
 
 
-def pod_affinity_ops(template_pointer: str, spec: Mapping[str, Any], group: GroupAffinity) -> list[Op]:
+def pod_affinity_ops(spec_pointer: str, spec: Mapping[str, Any], group: GroupAffinity) -> list[Op]:
     if has_group_term(spec, group):
         return []
     term = group_term(group)
     path = ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-    pointer = join(template_pointer, "spec")
+    pointer = spec_pointer
     cur: Any = spec
     for depth, key in enumerate(path):
         nxt = cur.get(key) if isinstance(cur, Mapping) else None
@@ -97,12 +99,12 @@ def pod_affinity_ops(template_pointer: str, spec: Mapping[str, Any], group: Grou
     return [{"op": "add", "path": join(pointer, "-"), "value": term}]
 
 
-def node_affinity_ops(template_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
+def node_affinity_ops(spec_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
     """The node affinity part of :func:`build`."""
     wanted = frozenset(placement.values)
     excluded = frozenset(placement.exclude_nodes)
     path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-    pointer = join(template_pointer, "spec")
+    pointer = spec_pointer
     cur: Any = spec
     for depth, key in enumerate(path):
         nxt = cur.get(key) if isinstance(cur, Mapping) else None

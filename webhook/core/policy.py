@@ -198,7 +198,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                findings: list[_Finding], inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool]:
     """Label values the pod may land on and whether the pod must be patched to get there."""
     assert choice.tier is not None
-    spec_path = join(template.pointer, "spec")
+    spec_path = template.spec_pointer
     fitting = choice.usable()
     fit_by_product: dict[str, bool] = {}
     for option, fit in zip(choice.options, choice.fits):
@@ -302,7 +302,7 @@ def _node_name(profile: WorkloadProfile, template: PodTemplate, findings: list[_
         MISSING_SELECTOR,
         f"{_describe(profile)} sets spec.nodeName={node[:63]!r}, which bypasses the scheduler and the GPU "
         f"product pin: remove nodeName and let the scheduler place the pod on its tier",
-        join(template.pointer, "spec", "nodeName"))))
+        join(template.spec_pointer, "nodeName"))))
 
 
 def _product_of(settings: Settings, value: str) -> str | None:
@@ -313,8 +313,8 @@ def _container_path(template: PodTemplate, container: str | None) -> str:
     containers = template.spec.get("containers")
     for i, c in enumerate(containers if isinstance(containers, list) else []):
         if isinstance(c, Mapping) and c.get("name") == container:
-            return join(template.pointer, "spec", "containers", i)
-    return join(template.pointer, "spec", "containers")
+            return join(template.spec_pointer, "containers", i)
+    return join(template.spec_pointer, "containers")
 
 
 def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
@@ -442,7 +442,7 @@ def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: S
         MISSING_SELECTOR,
         f"{_describe(profile)} is a member of group {found[1]} ({found[0]}) whose pods may land on different "
         f"GPU products: add a required podAffinity on {found[0]}={found[1]} with topologyKey {settings.label_key}",
-        join(template.pointer, "spec", "affinity")), fixable=True))
+        join(template.spec_pointer, "affinity")), fixable=True))
     return group
 
 

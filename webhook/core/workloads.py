@@ -9,7 +9,7 @@ violation paths stay relative to the document the user wrote.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import operators
@@ -55,6 +55,21 @@ class PodTemplate:
     gang: bool = False
     """True for the templates of an operator's job (:mod:`webhook.core.operators`): the pods of all
     its GPU templates form one group, which the engine counts into ``group_size``."""
+    spec_at: str | None = None
+    """JSON pointer of the PodSpec when it is not ``<pointer>/spec`` (a PodSpec written in place, as
+    KServe's predictor is)."""
+    patchable: bool = True
+    """False when the spec was built from the object's fields (no pod spec in the object to patch)."""
+    notes: tuple[str, ...] = ()
+    """What the reader of the kind could not see, reported as warnings."""
+    found: str = "kind"
+    """How the template was found: ``kind`` (a kind this module knows) or ``generic`` (an unknown
+    kind holding ``containers`` with images, see :func:`generic_templates`)."""
+
+    @property
+    def spec_pointer(self) -> str:
+        """JSON pointer of the PodSpec."""
+        return self.spec_at if self.spec_at is not None else join(self.pointer, "spec")
 
 
 def escape(token: str) -> str:
@@ -118,6 +133,25 @@ def _template(
     )
 
 
+def _operator_template(obj: Mapping[str, JSON], prefix: str, kind: str, found: operators.Found) -> PodTemplate | None:
+    """A template an operator reader found: in place (``metadata`` + ``spec``), or a PodSpec written
+    in place or built from the object's fields, which takes the object's own metadata."""
+    if not isinstance(found.holder, Mapping):
+        return None
+    gang = found.group is None
+    if not found.inline:
+        tpl = _template(join(prefix, *found.path), found.holder, kind=kind, template=found.role,
+                        replicas=found.pods, gang=gang, group_size=found.group or 1)
+        return replace(tpl, patchable=not found.synthesized, notes=found.notes) if tpl else None
+    metadata = _mapping(obj.get("metadata"))
+    return PodTemplate(
+        pointer=prefix, metadata=metadata, spec=found.holder, template=found.role,
+        group_size=max(found.group or 1, 1), replicas=found.pods, kind=kind,
+        annotations=_annotations(metadata), labels=_annotations(metadata, "labels"), gang=gang,
+        spec_at=join(prefix, *found.path), patchable=not found.synthesized, notes=found.notes,
+    )
+
+
 def _lws_templates(obj: Mapping[str, JSON], prefix: str) -> tuple[PodTemplate, ...]:
     """LeaderWorkerSet: leader and worker templates; a missing leader template means the worker
     template serves the leader too (LWS semantics), so only one template is judged then."""
@@ -134,7 +168,8 @@ def _lws_templates(obj: Mapping[str, JSON], prefix: str) -> tuple[PodTemplate, .
     return tuple(found)
 
 
-def pod_templates(obj: Any, prefix: str = "") -> tuple[PodTemplate, ...]:
+def pod_templates(obj: Any, prefix: str = "",
+                  context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[PodTemplate, ...]:
     """Every pod template of ``obj`` (a Kubernetes object as decoded JSON/YAML).
 
     Kinds that carry no pods, and malformed objects, yield nothing: they pass unjudged.
@@ -153,9 +188,8 @@ def pod_templates(obj: Any, prefix: str = "") -> tuple[PodTemplate, ...]:
     if kind == "LeaderWorkerSet" and isinstance(api_version, str) and api_version.startswith(LWS_GROUP + "/"):
         return _lws_templates(obj, prefix)
     if isinstance(api_version, str) and (api_version, kind) in operators.READERS:  # before _TEMPLATE_PATHS: a Volcano Job is no batch/v1 Job
-        found = (_template(join(prefix, *path), holder, kind=kind, template=role, replicas=pods, gang=True)
-                 for path, holder, role, pods in operators.templates(obj))
-        return tuple(tpl for tpl in found if tpl is not None)
+        made = (_operator_template(obj, prefix, kind, found) for found in operators.templates(obj, context))
+        return tuple(tpl for tpl in made if tpl is not None)
     path = _TEMPLATE_PATHS.get(kind)
     if path is None or kind == "PodTemplate":
         return ()

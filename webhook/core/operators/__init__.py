@@ -1,34 +1,32 @@
 """Where the AI workload operators keep their pod templates, and how many pods each one makes.
 
 Multi-node GPU work mostly reaches a cluster through operators (Kubeflow training jobs, JobSet,
-KubeRay, Volcano), whose pod templates sit at kind-specific places and whose pod counts are
-written differently by each. This module reads them; the facts (paths, defaults) are those of
-``shared/reference/operators.md``, checked against the upstream types:
+KubeRay, Volcano, KServe, ...), whose pod templates sit at kind-specific places and whose pod counts
+are written differently by each. One module per family reads them; the facts (paths, defaults) are
+those of ``shared/reference/operators.md``, checked against the upstream types (each module says
+where):
 
-- Kubeflow ``kubeflow.org/v1`` PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob:
-  ``/spec/<x>ReplicaSpecs/<Type>/template``, ``replicas`` (default 1) pods each;
-- Kubeflow ``kubeflow.org/v2beta1`` MPIJob: ``/spec/mpiReplicaSpecs/{Launcher,Worker}/template``;
-- ``jobset.x-k8s.io/v1alpha2`` JobSet: ``/spec/replicatedJobs/<i>/template/spec/template``,
-  ``replicas`` (default 1) Jobs x ``parallelism`` (default 1) pods;
-- ``ray.io/v1`` RayCluster (``/spec``), RayJob (``/spec/rayClusterSpec``), RayService
-  (``/spec/rayClusterConfig``): the head group (one pod) and each worker group, the larger of
-  ``replicas`` and ``minReplicas`` (both default 0 in the CRD) x ``numOfHosts`` (default 1) pods;
-- ``batch.volcano.sh/v1alpha1`` Job: ``/spec/tasks/<i>/template``, ``replicas`` (the Go type is a
-  plain ``int32`` with ``omitempty`` and no kubebuilder default; whether Volcano's own admission
-  webhook defaults an absent one is not confirmed here, so 1 is assumed, as every public sample
-  writes it).
+- :mod:`.training`: Kubeflow v1 job kinds, MPIJob v2beta1, JobSet, Volcano Job;
+- :mod:`.ray`: RayCluster, RayJob, RayService;
+- :mod:`.trainer`: Kubeflow Trainer TrainJob with its (Cluster)TrainingRuntime;
+- :mod:`.kserve`: KServe InferenceService and LLMInferenceService;
+- :mod:`.serving`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo.
 
-Every template of one of these objects belongs to one job: the engine counts the pods of its GPU
-templates as the job's group (a CPU-only launcher or Ray head is not a member). A count that is not
-a whole number (a string of digits is read as one, as the API's own defaulting would refuse
-anything else) falls back to the kind's default; a negative one counts no pods; counts are capped
-at ``MAX_PODS``, so a hostile number cannot make a huge group.
+A reader yields :class:`Found` per template. By default every template of one object belongs to one
+job: the engine counts the pods of its GPU templates as the job's group (a CPU-only launcher or Ray
+head is not a member). A kind whose group is not the whole object (an LWS-shaped replica of a
+serving kind) states ``group`` instead.
+
+Counts: a count that is not a whole number (a string of digits is read as one, as the API's own
+defaulting would refuse anything else) falls back to the kind's default; a negative one counts no
+pods; counts are capped at ``MAX_PODS``, so a hostile number cannot make a huge group.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 _COUNT_RE = re.compile(r"-?[0-9]{1,12}")
@@ -36,20 +34,50 @@ _COUNT_RE = re.compile(r"-?[0-9]{1,12}")
 MAX_PODS = 100_000
 """More pods than any one job runs: counts above are capped here."""
 
-KUBEFLOW_V1_SPECS: Mapping[str, str] = {
-    "PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
-    "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs",
-}
-RAY_CLUSTER_SPEC: Mapping[str, tuple[str, ...]] = {
-    "RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig"),
-}
 
-Found = tuple[tuple[str, ...], Any, str, int]
-"""(path from the object root to the pod template, the template, its role name, pods it makes)."""
+@dataclass(frozen=True)
+class Found:
+    """One pod template of an operator object, as its reader found it."""
+
+    path: tuple[str, ...]
+    """From the object root to the template: the object holding ``metadata`` + ``spec``, or, when
+    ``inline``, the PodSpec itself."""
+    holder: Any
+    role: str
+    """The template's name inside the object (replica type, group name, task, component)."""
+    pods: int
+    """Pods this template makes."""
+    inline: bool = False
+    """``holder`` is a PodSpec written in place (KServe's predictor): its labels and annotations are
+    the object's own."""
+    synthesized: bool = False
+    """``holder`` was built by the reader from the object's fields (an image, a GPU count, a runtime's
+    template merged with overrides): the object holds no pod spec a patch could change."""
+    group: int | None = None
+    """Pods per group when the kind fixes it per template (1 = independent replicas); ``None``: the
+    object's GPU pods form one group (a job)."""
+    notes: tuple[str, ...] = ()
+    """What the reader could not see (a runtime not in the input): reported as warnings."""
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+Reader = Callable[[Mapping[str, Any], str], Iterator[Found]]
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (readers never trust the shape)."""
     return value if isinstance(value, Mapping) else {}
+
+
+def dig(obj: Any, *path: str) -> Any:
+    """The value at ``path`` (object keys), ``None`` where any step is missing or not an object."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def name_of(value: Any, fallback: str) -> str:
+    """A template's name from a ``name``-like field, or ``fallback`` when it is not a string."""
+    return value if isinstance(value, str) and value else fallback
 
 
 def count(value: Any, default: int = 1) -> int:
@@ -63,80 +91,34 @@ def count(value: Any, default: int = 1) -> int:
     return max(0, min(value, MAX_PODS))
 
 
-def _replica_specs(specs: Any, base: tuple[str, ...]) -> Iterator[Found]:
-    for role, spec in sorted(_mapping(specs).items()):
-        spec = _mapping(spec)
-        if isinstance(role, str) and "template" in spec:
-            yield (*base, role, "template"), spec["template"], role, count(spec.get("replicas"))
+def product(*counts: int) -> int:
+    """Counts multiplied, capped at :data:`MAX_PODS`."""
+    total = 1
+    for c in counts:
+        total = min(total * c, MAX_PODS)
+    return total
 
 
-def _kubeflow_v1(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
-    field = KUBEFLOW_V1_SPECS[kind]
-    yield from _replica_specs(_mapping(obj.get("spec")).get(field), ("spec", field))
+# imported after the helpers they use
+from webhook.core.operators import kserve, ray, serving, trainer, training  # noqa: E402
 
-
-def _mpijob(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
-    yield from _replica_specs(_mapping(obj.get("spec")).get("mpiReplicaSpecs"), ("spec", "mpiReplicaSpecs"))
-
-
-def _jobset(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
-    jobs = _mapping(obj.get("spec")).get("replicatedJobs")
-    for i, job in enumerate(jobs if isinstance(jobs, list) else []):
-        job = _mapping(job)
-        job_spec = _mapping(_mapping(job.get("template")).get("spec"))
-        if "template" not in job_spec:
-            continue
-        name = job.get("name") if isinstance(job.get("name"), str) else f"replicatedJobs[{i}]"
-        pods = count(job.get("replicas")) * count(job_spec.get("parallelism"))
-        yield ("spec", "replicatedJobs", str(i), "template", "spec", "template"), job_spec["template"], name, \
-            min(pods, MAX_PODS)
-
-
-def _ray(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
-    base = RAY_CLUSTER_SPEC[kind]
-    cluster: Any = obj
-    for key in base:
-        cluster = _mapping(cluster).get(key)
-    cluster = _mapping(cluster)
-    head = _mapping(cluster.get("headGroupSpec"))
-    if "template" in head:
-        yield (*base, "headGroupSpec", "template"), head["template"], "head", 1
-    groups = cluster.get("workerGroupSpecs")
-    for i, group in enumerate(groups if isinstance(groups, list) else []):
-        group = _mapping(group)
-        if "template" not in group:
-            continue
-        # the CRD defaults replicas and minReplicas to 0; the operator keeps replicas at least minReplicas
-        # (ray-operator/apis/ray/v1/raycluster_types.go, WorkerGroupSpec)
-        replicas = max(count(group.get("replicas"), 0), count(group.get("minReplicas"), 0))
-        name = group.get("groupName") if isinstance(group.get("groupName"), str) else f"workerGroupSpecs[{i}]"
-        yield (*base, "workerGroupSpecs", str(i), "template"), group["template"], name, \
-            min(replicas * count(group.get("numOfHosts")), MAX_PODS)
-
-
-def _volcano(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
-    tasks = _mapping(obj.get("spec")).get("tasks")
-    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
-        task = _mapping(task)
-        if "template" not in task:
-            continue
-        name = task.get("name") if isinstance(task.get("name"), str) else f"tasks[{i}]"
-        yield ("spec", "tasks", str(i), "template"), task["template"], name, count(task.get("replicas"))
-
-
-READERS: Mapping[tuple[str, str], Callable[[Mapping[str, Any], str], Iterator[Found]]] = {
-    **{("kubeflow.org/v1", kind): _kubeflow_v1 for kind in KUBEFLOW_V1_SPECS},
-    ("kubeflow.org/v2beta1", "MPIJob"): _mpijob,
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): _jobset,
-    **{("ray.io/v1", kind): _ray for kind in RAY_CLUSTER_SPEC},
-    ("batch.volcano.sh/v1alpha1", "Job"): _volcano,
+READERS: Mapping[tuple[str, str], Reader] = {
+    **training.READERS, **ray.READERS, **trainer.READERS, **kserve.READERS, **serving.READERS,
 }
 """(apiVersion, kind) -> reader. Keyed by apiVersion too: a Volcano ``Job`` is not a ``batch/v1`` Job."""
 
 KINDS: frozenset[str] = frozenset(kind for _, kind in READERS)
 
 
-def templates(obj: Mapping[str, Any]) -> list[Found]:
-    """The pod templates of an operator object, or ``[]`` when it is none of :data:`READERS`."""
-    reader = READERS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-    return list(reader(obj, str(obj.get("kind")))) if reader is not None else []
+def templates(obj: Mapping[str, Any], context: Mapping[tuple[str, str, str], Any] | None = None) -> list[Found]:
+    """The pod templates of an operator object, or ``[]`` when it is none of :data:`READERS`.
+
+    ``context``: other objects of the same input by (kind, namespace, name), for kinds whose pods
+    come from another object (a TrainJob's runtime)."""
+    kind = str(obj.get("kind"))
+    reader = READERS.get((str(obj.get("apiVersion")), kind))
+    if reader is None:
+        return []
+    if getattr(reader, "wants_context", False):
+        return list(reader(obj, kind, context or {}))  # type: ignore[call-arg]
+    return list(reader(obj, kind))
