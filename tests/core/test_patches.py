@@ -206,8 +206,9 @@ def test_group_patch_properties(extra: dict[str, Any], placement: Placement | No
         affinity = extra.get("affinity") or {}
         extra["affinity"] = {**affinity, **pod_aff}
     doc = pod(extra)
-    ops = build("", doc["spec"], placement, group)
+    ops = build("", doc["spec"], placement, group, metadata=doc["metadata"])
     patched = jsonpatch.apply_patch(doc, ops)
-    assert build("", patched["spec"], placement, group) == []
+    assert build("", patched["spec"], placement, group, metadata=patched["metadata"]) == []
     assert has_group_term(patched["spec"], group)
+    assert patched["metadata"]["labels"][group.label_key] == group.label_value
     kubernetes_validate.validate(patched, K8S_VERSION, strict=True)

@@ -217,6 +217,9 @@ class GroupAffinity:
     label_key: str
     label_value: str
     topology_key: str
+    size: int | None = None
+    """Pods in the group when known and not declared on the pod: written as annotation
+    ``gpu-admission.io/group-size`` so the scheduler extender can prefer a pool that holds them all."""
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
         if template.patchable and (decision.patch_needed or decision.group is not None):
             ops = tuple(patches.build(template.pointer, template.spec,
                                       decision.placement if decision.patch_needed else None, decision.group,
-                                      spec_pointer=template.spec_pointer))
+                                      spec_pointer=template.spec_pointer, metadata=template.metadata))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     return tuple(results)
 

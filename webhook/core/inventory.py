@@ -87,6 +87,15 @@ class Inventory:
         return frozenset(v for v, pool in self.pools().items()
                          if pool.max_allocatable >= max(gpus_per_pod, 1)) | frozenset(self.scalable)
 
+    def member_slots(self, value: str, gpus_per_pod: int) -> int | None:
+        """Pods of ``gpus_per_pod`` GPUs the trusted nodes of ``value`` can hold side by side (by
+        allocatable GPUs: what is running is not known here); ``None`` (no limit) for a value an
+        autoscaler can add."""
+        if value in self.scalable:
+            return None
+        per = max(gpus_per_pod, 1)
+        return sum(n.allocatable // per for n in self.nodes.values() if n.value == value and n.trusted)
+
     def untrusted(self, values: Iterable[str] | None = None) -> tuple[NodeGpus, ...]:
         """Mixed or mislabeled nodes (optionally only those carrying one of ``values``)."""
         wanted = set(values) if values is not None else None

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.domain import JSON, GroupAffinity, Placement
+from webhook.core.groups import GROUP_SIZE
 from webhook.core.selection import HOSTNAME, term_excludes, term_values
 from webhook.core.workloads import join
 
@@ -41,11 +42,14 @@ def _nest(keys: tuple[str, ...], leaf: JSON) -> JSON:
 
 
 def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement | None,
-          group: GroupAffinity | None = None, *, spec_pointer: str | None = None) -> list[Op]:
+          group: GroupAffinity | None = None, *, spec_pointer: str | None = None,
+          metadata: Mapping[str, Any] | None = None) -> list[Op]:
     """Ops that make the pod template at ``template_pointer`` (whose ``spec`` is given) land only on
     ``placement.values`` of ``placement.label_key`` and, for a group member, on the same product as
     the rest of its group. Returns ``[]`` when nothing needs to change. ``spec_pointer``: where the
-    PodSpec is when it is not ``<template_pointer>/spec``."""
+    PodSpec is when it is not ``<template_pointer>/spec``; ``metadata``: the template's metadata, where a
+    group member's label goes (the label its pod affinity selects; a member is found by its labels, so
+    its metadata and labels exist)."""
     spec_at = join(template_pointer, "spec") if spec_pointer is None else spec_pointer
     ops = node_affinity_ops(spec_at, spec, placement) if placement is not None else []
     if group is not None:
@@ -59,7 +63,26 @@ def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement |
             if op["path"] == whole_affinity:
                 current = {**spec, "affinity": op["value"]}
         ops += pod_affinity_ops(spec_at, current, group)
+        ops += label_ops(join(template_pointer, "metadata"), metadata, group.label_key, group.label_value)
+        if group.size is not None and isinstance(metadata, Mapping):
+            ops += label_ops(join(template_pointer, "metadata"), metadata, GROUP_SIZE, str(group.size),
+                             field="annotations")
     return ops
+
+
+def label_ops(metadata_pointer: str, metadata: Mapping[str, Any] | None, key: str, value: str,
+              field: str = "labels") -> list[Op]:
+    """Ops that set label (or annotation, ``field``) ``key`` = ``value`` in the metadata at
+    ``metadata_pointer`` (none when it is set already; the map or ``metadata`` created when absent
+    or not an object)."""
+    if not isinstance(metadata, Mapping):
+        return [{"op": "add", "path": metadata_pointer, "value": {field: {key: value}}}]
+    labels = metadata.get(field)
+    if not isinstance(labels, Mapping):
+        return [{"op": "add", "path": join(metadata_pointer, field), "value": {key: value}}]
+    if labels.get(key) == value:
+        return []
+    return [{"op": "add", "path": join(metadata_pointer, field, key), "value": value}]
 
 
 def group_term(group: GroupAffinity) -> dict[str, JSON]:

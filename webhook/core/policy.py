@@ -21,7 +21,7 @@ from typing import Any
 
 from webhook.core import sizing
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
-from webhook.core.groups import declared_size, group_label
+from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, TIER
 from webhook.core.inventory import Inventory
 from webhook.core.nodepools import scalable_values
@@ -36,6 +36,7 @@ TP_EXCEEDS = "tp-exceeds-gpus"
 DOES_NOT_FIT = "model-does-not-fit"
 INVALID_ANNOTATION = "invalid-annotation"
 NOT_IN_CLUSTER = "tier-not-in-cluster"
+GROUP_DOES_NOT_FIT = "group-does-not-fit"
 
 
 @dataclass(frozen=True)
@@ -326,9 +327,11 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
     layout = _layout(profile)
     pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
     group = group_label(template.labels)
-    if profile.gpus_used > available and group and profile.pods == 1 and template.group_size == 1 \
+    member = membership(template.labels, template.annotations)
+    if profile.gpus_used > available and (group or member) and profile.pods == 1 and template.group_size == 1 \
             and declared_size(template.labels, template.annotations) is None:
-        warnings.append(f"{layout} = {profile.gpus_used} GPUs spans the pods of group {group[1]}, whose size "
+        name = group[1] if group else f"{member.source} {member.name}" if member else ""
+        warnings.append(f"{layout} = {profile.gpus_used} GPUs spans the pods of group {name}, whose size "
                         f"is unknown: set annotation gpu-admission.io/group-size so the total can be checked")
         return
     if profile.gpus_used > available:
@@ -407,6 +410,8 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
         placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
         patch_needed = patch_needed or excluded_now
     group = _group_affinity(profile, template, settings, placement, findings)
+    if placement is not None and inventory is not None and profile.pods > 1:
+        _group_fit(profile, template, settings, placement, inventory, findings, warnings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
                    warnings, choice.fits, mutate and settings.mutate, group)
 
@@ -431,19 +436,52 @@ def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Sett
 
 def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
                     placement: Placement | None, findings: list[_Finding]) -> GroupAffinity | None:
-    """The pod affinity a group member still needs, reported as a fixable finding."""
-    found = group_label(template.labels)
-    if found is None or placement is None:
+    """The label and pod affinity a GPU member of a multi-pod group still needs (a fixable finding).
+
+    Members are found by their controller's labels (:func:`webhook.core.groups.membership`); only
+    GPU pods get here (``decide`` returns before for a pod without GPUs), so the group label and the
+    affinity that selects it are on GPU members only. A controller whose pods are one group only
+    when the launch spans pods (KServe replicas, an Indexed Job) is grouped only then. The value
+    hashes the controller's group identity with the user's own product pin, so members pinned to
+    different products are never forced together."""
+    member = membership(template.labels, template.annotations)
+    spans_pods = profile.pods > 1 or (profile.gpus_used or 0) > profile.gpus_per_pod
+    if member is None or placement is None or (not member.always and not spans_pods):
         return None
-    group = GroupAffinity(found[0], found[1], settings.label_key)
-    if has_group_term(template.spec, group):
+    # a value already there is kept: ours from an earlier invocation (the pin our own patch added
+    # must not change it) or one the user chose
+    value = template.labels.get(GPU_GROUP) or group_value(member, pinned_values(template.spec, settings.label_key).values)
+    size = profile.pods if profile.pods > 1 and declared_size(template.labels, template.annotations) is None else None
+    group = GroupAffinity(GPU_GROUP, value, settings.label_key, size)
+    if has_group_term(template.spec, group) and template.labels.get(GPU_GROUP) == group.label_value \
+            and size is None:
         return None
     findings.append(_Finding(Violation(
         MISSING_SELECTOR,
-        f"{_describe(profile)} is a member of group {found[1]} ({found[0]}) whose pods may land on different "
-        f"GPU products: add a required podAffinity on {found[0]}={found[1]} with topologyKey {settings.label_key}",
+        f"{_describe(profile)} is a GPU member of {member.source} {member.name} whose pods may land on "
+        f"different GPU products: label it {GPU_GROUP}={group.label_value} and add a required podAffinity "
+        f"on that label with topologyKey {settings.label_key}",
         join(template.spec_pointer, "affinity")), fixable=True))
     return group
+
+
+def _group_fit(profile: WorkloadProfile, template: PodTemplate, settings: Settings, placement: Placement,
+               inventory: Inventory, findings: list[_Finding], warnings: list[str]) -> None:
+    """A group kept on one product needs that product to hold all of it: ``profile.pods`` pods of
+    ``gpus_per_pod`` GPUs each. With the nodes known, say so when no product of the placement can
+    (by allocatable GPUs), with the numbers; ``inventory.groupFit`` says warn or deny."""
+    slots = {v: inventory.member_slots(v, profile.gpus_per_pod) for v in placement.values}
+    if any(s is None or s >= profile.pods for s in slots.values()):
+        return
+    have = ", ".join(f"{v}: {s}" for v, s in sorted(slots.items(), key=lambda kv: (-(kv[1] or 0), kv[0]))[:6])
+    message = (f"{_describe(profile)} is a group of {profile.pods} pods x {profile.gpus_per_pod} GPUs that must "
+               f"share one GPU product, but no product it may use has room for {profile.pods} such pods "
+               f"(pods of {profile.gpus_per_pod} GPUs the nodes of each can hold: {have}): add nodes of one "
+               f"product, or request fewer pods or GPUs per pod")
+    if settings.group_fit == "deny":
+        findings.append(_Finding(Violation(GROUP_DOES_NOT_FIT, message, template.spec_pointer)))
+    else:
+        warnings.append(f"{GROUP_DOES_NOT_FIT} (admitted, inventory.groupFit: warn): {message}")
 
 
 def _finish(mode: str, tier: str | None, placement: Placement | None, patch_needed: bool,

@@ -69,6 +69,10 @@ class Settings:
     """With an inventory, a tier no node (nor NodePool, nor ``scalable_products``) offers: ``warn``
     admits and warns (the Pending pod is what makes an autoscaler add the node), ``deny`` denies
     ``tier-not-in-cluster``."""
+    group_fit: str = "warn"
+    """With an inventory, a multi-pod group that no one product can hold whole (too few nodes with
+    room for a member): ``warn`` admits and warns with the numbers (an autoscaler may add the nodes),
+    ``deny`` denies ``group-does-not-fit``."""
     updates: str = "judgeChange"
     """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
     (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
@@ -135,6 +139,7 @@ SCHEMA: Mapping[str, Any] = {
             "properties": {
                 "mixedNodes": {"enum": ["exclude", "warn"]},
                 "absentTier": {"enum": ["warn", "deny"]},
+                "groupFit": {"enum": ["warn", "deny"]},
                 "scalableProducts": {"type": "array", "items": _NAME, "uniqueItems": True},
             },
         },
@@ -303,6 +308,7 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         kv_fraction=float(sizing["kvCacheFraction"]),
         mixed_nodes=inventory["mixedNodes"],
         absent_tier=inventory["absentTier"],
+        group_fit=inventory.get("groupFit", "warn"),
         scalable_products=scalable,
         multi_gpu_tier=rules["multiGpuTier"],
         large_model_tier=rules["largeModelTier"],
