@@ -61,6 +61,7 @@ def test_examples_all_admitted() -> None:
     kinds = {r["kind"] for r in doc["results"]}
     assert {"Deployment", "StatefulSet", "Job", "LeaderWorkerSet"} <= kinds
     assert doc["summary"]["denied"] == 0 and doc["summary"]["checked"] == len(doc["results"]) >= 8
+    assert doc["summary"]["unjudged"] == 0, [r for r in doc["results"] if r["found"] == "unjudged"]
 
 
 @pytest.mark.parametrize(("which", "extra", "code"), [

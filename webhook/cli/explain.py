@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from webhook.cli.report import Row, _label
+from webhook.cli.report import Row, _label, is_unjudged
 from webhook.core.domain import WorkloadProfile
 from webhook.core.engine import tier_fits
 from webhook.core.settings import Settings
@@ -44,6 +44,11 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
     for row in rows:
         d, p = row.result.decision, row.result.profile
         out.append(f"== {row.source}  {_label(row)}")
+        if is_unjudged(row):
+            out.append("Verdict: NOT JUDGED")
+            out.extend(f"  warning: {w}" for w in d.warnings)
+            out.append("")
+            continue
         out.append("Profile")
         out.extend(_profile_lines(p))
         if p.gpus_per_pod > 0:

@@ -1,7 +1,8 @@
 """The ``gpu-admission`` command line: a thin front door over the engine.
 
 Exit codes of ``check`` (an interface CI pipelines rely on):
-0 every object would be admitted, 1 at least one would be denied, 2 usage or input error.
+0 every object would be admitted, 1 at least one would be denied (with ``--strict``: or an object
+asks for GPUs where no pod template could be read), 2 usage or input error.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence, TextIO
+from collections.abc import Mapping
+from typing import Any, Sequence, TextIO
 
 from webhook.cli import check_pool, inventory as inventory_cli, report, sources
 from webhook.cli.explain import render_explain
@@ -33,7 +35,8 @@ examples:
   helm template my-chart | gpu-admission check - --output junit > report.xml
   gpu-admission check deploy.yaml --mode audit --output json
 
-exit codes: 0 all admitted, 1 any denied, 2 usage or input error"""
+exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged),
+2 usage or input error"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +68,9 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     check.add_argument("--inventory", metavar="NODES.yaml",
                        help="judge against the real fleet: a saved `kubectl get nodes -o yaml` (offer only "
                             "products that exist, keep multi-GPU pods off mixed nodes)")
+    check.add_argument("--strict", action="store_true",
+                       help="exit 1 also when an object asks for GPUs (resources, GPU-sharing annotations) but "
+                            "no pod template of it could be read, so it was not judged (reported as SKIP)")
     check.add_argument("--jobs", metavar="N", type=_positive, default=None,
                        help="processes that parse and judge in parallel when there are at least "
                             f"{check_pool.PARALLEL_MIN_DOCS} documents (default: the CPUs available, at most "
@@ -166,14 +172,26 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
-          mutate: bool | None, inventory: Inventory | None = None) -> list[report.Row]:
+          mutate: bool | None, inventory: Inventory | None = None,
+          context: Mapping[tuple[str, str, str], Any] | None = None) -> list[report.Row]:
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
             for result in engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
-                                           inventory=inventory):
+                                           inventory=inventory, context=context):
                 rows.append(report.Row(doc.source, obj, pointer, result))
     return rows
+
+
+def _context(texts: Sequence[tuple[str, str]]) -> dict[tuple[str, str, str], Any]:
+    """The objects other objects of the input take their pods from (a TrainJob's runtime), found
+    in any file of the input. Only a text that names such a kind is parsed here; the worker
+    processes of ``check`` inherit the result."""
+    objects = []
+    for name, text in texts:
+        if any(kind in text for kind in engine.CONTEXT_KINDS):
+            objects += [obj for doc in sources.parse_stream(text, name) for _, obj in documents(doc.obj)]
+    return engine.runtime_context(objects)
 
 
 def _prepare(paths: Sequence[str], config: str | None, err: TextIO) -> tuple[
@@ -196,9 +214,10 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         texts = sources.read(args.paths)
         fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
         mutate = False if args.no_mutate else None
+        context = _context(texts)
 
         def judge(docs: Sequence[sources.Document]) -> list[report.Row]:
-            return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet)
+            return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet, context=context)
 
         rows = check_pool.judge_texts(texts, judge, jobs=args.jobs or check_pool.default_jobs())
     except (SettingsError, sources.InputError) as exc:
@@ -208,7 +227,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":
         out.write("\n")
-    return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
+    denied = any(not r.result.decision.allowed for r in rows)
+    return EXIT_DENIED if denied or (args.strict and any(report.is_unjudged(r) for r in rows)) else EXIT_OK
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -216,7 +236,8 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if prepared is None:
         return EXIT_USAGE
     docs, settings = prepared
-    rows = _rows(docs, settings, mode=args.mode, mutate=None)
+    context = engine.runtime_context(obj for doc in docs for _, obj in documents(doc.obj))
+    rows = _rows(docs, settings, mode=args.mode, mutate=None, context=context)
     if not rows:
         out.write("no pod templates found (kinds without pods pass through unjudged)\n")
         return EXIT_OK

@@ -41,6 +41,7 @@ def result_json(row: Row) -> dict[str, JSON]:
         out["pointer"] = row.pointer
     out.update({
         "template": r.template.template,
+        "found": r.template.found,
         "allowed": d.allowed,
         "mode": d.mode,
         "profile": r.profile.public(),
@@ -53,12 +54,19 @@ def result_json(row: Row) -> dict[str, JSON]:
     return out
 
 
+def is_unjudged(row: Row) -> bool:
+    """An object that asks for GPUs where no pod template could be read (``engine.unjudged``)."""
+    return row.result.template.found == "unjudged"
+
+
 def summary(rows: Sequence[Row]) -> dict[str, int]:
+    judged = [r for r in rows if not is_unjudged(r)]
     return {
-        "checked": len(rows),
-        "allowed": sum(1 for r in rows if r.result.decision.allowed),
-        "denied": sum(1 for r in rows if not r.result.decision.allowed),
-        "warned": sum(1 for r in rows if r.result.decision.warnings),
+        "checked": len(judged),
+        "allowed": sum(1 for r in judged if r.result.decision.allowed),
+        "denied": sum(1 for r in judged if not r.result.decision.allowed),
+        "warned": sum(1 for r in judged if r.result.decision.warnings),
+        "unjudged": len(rows) - len(judged),
     }
 
 
@@ -70,10 +78,13 @@ def _label(row: Row) -> str:
     ident = object_identity(row.obj)
     ns = f"{ident['namespace']}/" if ident["namespace"] else ""
     tpl = f" [{row.result.template.template}]" if row.result.template.template else ""
-    return f"{ident['kind']} {ns}{ident['name'] or '(unnamed)'}{tpl}"
+    how = " (found generically)" if row.result.template.found == "generic" else ""
+    return f"{ident['kind']} {ns}{ident['name'] or '(unnamed)'}{tpl}{how}"
 
 
 def _verdict(row: Row) -> str:
+    if is_unjudged(row):
+        return "SKIP"
     d = row.result.decision
     if not d.allowed:
         return "DENY"
@@ -84,6 +95,10 @@ def render_text(rows: Sequence[Row]) -> str:
     lines: list[str] = []
     for row in rows:
         d, p = row.result.decision, row.result.profile
+        if is_unjudged(row):
+            lines.append(f"SKIP  {row.source}  {_label(row)}: not judged")
+            lines.extend(f"      warning: {w}" for w in d.warnings)
+            continue
         facts = []
         if p.model:
             facts.append(p.model)
@@ -107,7 +122,9 @@ def render_text(rows: Sequence[Row]) -> str:
             what = f" pin {d.placement.label_key}" if d.placement else ""
             lines.append(f"      patch: {len(row.result.patch)} op(s){what}")
     s = summary(rows)
-    lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned")
+    not_judged = f", {s['unjudged']} GPU object(s) not judged" if s["unjudged"] else ""
+    lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned"
+                 f"{not_judged}")
     return "\n".join(lines) + "\n"
 
 
@@ -130,6 +147,8 @@ def render_junit(rows: Sequence[Row]) -> str:
         d = row.result.decision
         name = xml_escape(_label(row), {'"': "&quot;"})
         out.append(f'    <testcase classname="{xml_escape(row.source, {chr(34): "&quot;"})}" name="{name}">')
+        if is_unjudged(row):
+            out.append(f'      <skipped message="not judged: {xml_escape(d.warnings[0][:200], {chr(34): "&quot;"})}"/>')
         if not d.allowed:
             message = "; ".join(v.code for v in d.violations)
             body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)

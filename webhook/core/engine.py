@@ -6,12 +6,12 @@ and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from webhook.core import dra, inference, patches, policy, updates
+from webhook.core import dra, generic, inference, patches, policy, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
@@ -20,8 +20,8 @@ from webhook.core.settings import Settings
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import PodTemplate, pod_templates
 
-__all__ = ["Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review", "judge_update",
-           "object_identity", "tier_fits"]
+__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review",
+           "judge_update", "object_identity", "runtime_context", "tier_fits", "unjudged"]
 
 
 @dataclass(frozen=True)
@@ -62,17 +62,20 @@ def _metadata(obj: Any) -> Mapping[str, Any]:
 
 
 def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-          prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...]:
-    """Judge every pod template of ``obj``; kinds without pod templates give ``()``.
+          prefix: str = "", inventory: Inventory | None = None,
+          context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[TemplateResult, ...]:
+    """Judge every pod template of ``obj``; kinds without pod templates give ``()``, unless the
+    object asks for GPUs somewhere: then one result says it was not judged (:func:`unjudged`).
 
     ``mode`` defaults to the policy's mode, ``mutate`` to the policy's ``mutate``; ``prefix`` is the
     JSON pointer of ``obj`` inside the judged document (List items); ``inventory`` the cluster's GPU
-    nodes when known."""
+    nodes when known; ``context`` the other objects of the same input by (kind, namespace, name), for
+    kinds whose pods come from another object (a TrainJob's runtime)."""
     mode = mode or settings.mode
     mutate = settings.mutate if mutate is None else mutate
     results: list[TemplateResult] = []
     leader: WorkloadProfile | None = None
-    for template in _job_groups(pod_templates(obj, prefix), settings.gpu_resources):
+    for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
         inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
         if template.template == "leader":
             leader = inferred.profile
@@ -84,7 +87,45 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
                                       decision.placement if decision.patch_needed else None, decision.group,
                                       spec_pointer=template.spec_pointer, metadata=template.metadata))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
+    if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results):
+        where = generic.gpu_requests(obj)
+        if where:
+            results.append(unjudged(obj, prefix, where, mode))
     return tuple(results)
+
+
+NOT_JUDGED = "not-judged"
+
+CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
+"""Kinds other objects take their pod templates from (a TrainJob's runtime)."""
+
+
+def runtime_context(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
+    """The objects of :data:`CONTEXT_KINDS` among ``objects``, by (kind, namespace or "", name): the
+    ``context`` :func:`judge` hands to the readers of the kinds that refer to them."""
+    out: dict[tuple[str, str, str], Any] = {}
+    for obj in objects:
+        if not isinstance(obj, Mapping) or obj.get("kind") not in CONTEXT_KINDS:
+            continue
+        meta = _metadata(obj)
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if isinstance(name, str):
+            out[(str(obj["kind"]), namespace if isinstance(namespace, str) else "", name)] = obj
+    return out
+
+
+def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> TemplateResult:
+    """The result for an object that asks for GPUs (at ``where``) in no pod template we could read:
+    admitted (we cannot say it is wrong) but never silently. ``check --strict`` fails on it."""
+    meta = _metadata(obj)
+    kind = obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else "object"
+    template = PodTemplate(prefix, meta, {}, kind=kind, found="unjudged")
+    shown = ", ".join(prefix + w for w in where)
+    warning = (f"{NOT_JUDGED}: this {kind} asks for GPUs ({shown}) but gpu-admission read no pod template that "
+               f"requests them, so its GPU placement was not judged: name the GPUs in a pod template's "
+               f"resources (policy gpuResources), or see the README's supported kinds")
+    decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
+    return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
 
 
 def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ...]) -> tuple[PodTemplate, ...]:
@@ -101,7 +142,8 @@ def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ..
 
 
 def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-              prefix: str = "", inventory: Inventory | None = None) -> tuple[TemplateResult, ...]:
+              prefix: str = "", inventory: Inventory | None = None,
+              context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[TemplateResult, ...]:
     """:func:`judge`, plus ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates judged by
     :func:`webhook.core.dra.judge_claim` (same defaults from the policy) and returned in the same shape,
     one result each, so a front door that reports TemplateResults needs no other change. Other DRA
@@ -109,7 +151,7 @@ def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: 
     claim = dra.judge_claim(obj, mode=mode or settings.mode, mutate=settings.mutate if mutate is None else mutate,
                             prefix=prefix)
     if claim is None:
-        return judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix, inventory=inventory)
+        return judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix, inventory=inventory, context=context)
     return (claim_result(claim, obj, prefix),)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook.core import operators
+from webhook.core import generic, operators
 from webhook.core.domain import JSON
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
@@ -28,6 +28,10 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
     "PodTemplate": ("template",),
 }
+
+_NOT_WORKLOADS = frozenset({"PodTemplate", "AdmissionReview"})
+"""Kinds that hold pod specs but run nothing: a PodTemplate object is only referenced, an
+AdmissionReview (a saved request) wraps the object the webhook judged."""
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
     {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
@@ -89,9 +93,12 @@ def _mapping(value: Any) -> Mapping[str, JSON]:
 def _dig(obj: Mapping[str, JSON], path: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in path:
-        if not isinstance(cur, Mapping):
+        if isinstance(cur, list) and key.isdigit() and int(key) < len(cur):
+            cur = cur[int(key)]
+        elif isinstance(cur, Mapping):
+            cur = cur.get(key)
+        else:
             return None
-        cur = cur.get(key)
     return cur
 
 
@@ -191,11 +198,33 @@ def pod_templates(obj: Any, prefix: str = "",
         made = (_operator_template(obj, prefix, kind, found) for found in operators.templates(obj, context))
         return tuple(tpl for tpl in made if tpl is not None)
     path = _TEMPLATE_PATHS.get(kind)
-    if path is None or kind == "PodTemplate":
+    if kind in _NOT_WORKLOADS:
         return ()
+    if path is None:
+        return _generic_templates(obj, prefix, kind)
     replicas = _controller_replicas(obj, kind)
     tpl = _template(join(prefix, *path), _dig(obj, path), kind=kind, replicas=replicas)
     return (tpl,) if tpl else ()
+
+
+def _generic_templates(obj: Mapping[str, JSON], prefix: str, kind: str) -> tuple[PodTemplate, ...]:
+    """An unknown kind's PodSpecs found by shape (:mod:`webhook.core.generic`), each judged as one
+    pod on its own (nothing says how many pods the kind makes, or which belong together)."""
+    found: list[PodTemplate] = []
+    for spec in generic.templates(obj):
+        named = _mapping(_dig(obj, spec.path)).get("name")
+        role = named if isinstance(named, str) and named else "/".join(spec.path)
+        if spec.inline:
+            metadata = _mapping(obj.get("metadata"))
+            found.append(PodTemplate(
+                pointer=prefix, metadata=metadata, spec=spec.holder, template=role, kind=kind,
+                annotations=_annotations(metadata), labels=_annotations(metadata, "labels"),
+                spec_at=join(prefix, *spec.path), patchable=not spec.synthesized, found="generic"))
+        else:
+            tpl = _template(join(prefix, *spec.path), spec.holder, kind=kind, template=role)
+            if tpl is not None:
+                found.append(replace(tpl, found="generic"))
+    return tuple(found)
 
 
 def _controller_replicas(obj: Mapping[str, JSON], kind: str) -> int | None:
