@@ -259,8 +259,9 @@ def _with_parallel_flags(container: dict[str, Any], tp: int, pp: int) -> dict[st
     return {**container, "args": [*args, f"--tensor-parallel-size={tp}", f"--pipeline-parallel-size={pp}"]}
 
 
-def _multi_node(obj: Mapping[str, Any], predictor: Mapping[str, Any], head: dict[str, Any],
-                runtime: Mapping[str, Any] | None, replicas: int, notes: list[str]) -> Iterator[Found]:
+def _multi_node(obj: Mapping[str, Any], predictor: Mapping[str, Any], model_own: Mapping[str, Any],
+                head: dict[str, Any], runtime: Mapping[str, Any] | None, replicas: int,
+                notes: list[str]) -> Iterator[Found]:
     """Head and workers of a multi-node predictor, counted as ``multiNodeProcess`` does."""
     name = name_of(dig(obj, "metadata", "name"), "(unnamed)")
     types = _gpu_types(obj)
@@ -278,10 +279,10 @@ def _multi_node(obj: Mapping[str, Any], predictor: Mapping[str, Any], head: dict
     base = _named(rworker.get("containers"), WORKER_CONTAINER)
     worker_c = merge_container(base, own) if base is not None else {**own, "name": WORKER_CONTAINER}
     hc = mapping(head["containers"][0])
-    for label, c in (("head", hc), ("worker", worker_c)):
+    for label, c in (("predictor.model", model_own), ("workerSpec container", own)):
         if _gpu_request(c, types, "limits") > 0 and _gpu_request(c, types) == 0:
-            notes.append(f"InferenceService {name}: the {label} sets GPU limits but no GPU requests; KServe "
-                         f"reads requests only and sizes the pods from tensor x pipeline parallel size")
+            notes.append(f"InferenceService {name}: {label} sets GPU limits but no GPU requests; KServe reads "
+                         f"requests only and sizes the pods from tensor x pipeline parallel size")
     counted = ray_nodes(product(tp, pp), _gpu_request(hc, types), _gpu_request(worker_c, types))
     if counted is None:
         notes.append(f"InferenceService {name}: KServe refuses this GPU allocation (TP {tp} x PP {pp} GPUs do "
@@ -319,7 +320,7 @@ def _inference_service(obj: Mapping[str, Any], _kind: str, context: Context) -> 
     container = _model_container(obj, spec, fmt, runtime, notes)
     head = _head_spec(predictor, field, container, runtime)
     if isinstance(predictor.get("workerSpec"), Mapping):
-        yield from _multi_node(obj, predictor, head, runtime, replicas, notes)
+        yield from _multi_node(obj, predictor, spec, head, runtime, replicas, notes)
         return
     yield Found(("spec", "predictor"), head, "predictor", replicas, inline=True, group=1, notes=tuple(notes))
 
