@@ -18,7 +18,6 @@ from webhook.core.domain import JSON
 from webhook.core.engine import Judgement, TemplateResult
 from webhook.core.inventory import Inventory
 from webhook.core.settings import Settings
-from webhook.core.workloads import WORKLOAD_KINDS
 from webhook.server import review
 from webhook.server.review import Request
 
@@ -159,13 +158,17 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     kind = req.kind_name
     if kind in dra.KINDS:
         return _validate_claim(req, mode=mode)
-    if req.operation not in JUDGED_OPERATIONS or req.sub_resource or kind not in WORKLOAD_KINDS:
+    # any kind that arrives is judged: the shipped configurations send WORKLOAD_KINDS, and a kind a
+    # user registers on their own (an Argo Workflow, an in-house CRD) is read by shape
+    # (webhook.core.generic) instead of passing unjudged
+    if req.operation not in JUDGED_OPERATIONS or req.sub_resource:
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
     judged = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
     results = judged.results
-    if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed for r in results):
+    if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
+                          for r in results):
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
