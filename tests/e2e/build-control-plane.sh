@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build a real Kubernetes control plane (kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubectl), etcd and kwok (the fake kubelets of the e2e's GPU nodes) from Go modules, once per
-# version, cached outside the checkout. Prints the bin directory on stdout. Each binary is built
+# kubectl), etcd and kwok (the fake kubelets of the e2e's GPU nodes), and two workload operators, the
+# JobSet controller (sigs.k8s.io/jobset) and the LeaderWorkerSet controller (sigs.k8s.io/lws), from Go
+# modules, once per version, cached outside the checkout. The operators' CRDs and webhook
+# configurations come from the same module downloads (bin/jobset/, bin/lws/). Prints the bin directory on stdout. Each binary is built
 # only when it is missing, so a cache made before a binary was added only builds that one.
 #
 # Why a wrapper module: `go install k8s.io/kubernetes/cmd/...@vX` does not work, because the
@@ -9,26 +11,40 @@
 # ignores in dependencies. A throwaway module with one replace per staging module fixes that.
 #
 # Environment: K8S_VERSION (default v1.36.3), ETCD_VERSION (default v3.6.16),
-#              KWOK_VERSION (default v0.8.0), GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
+#              KWOK_VERSION (default v0.8.0), JOBSET_VERSION (default v0.10.1),
+#              LWS_VERSION (default v0.8.0), GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+# v0.10.1 is the newest JobSet release the module proxy here serves; LWS v0.8.0 (go 1.25.0 in its
+# go.mod) builds with Go 1.26 as is, no replace directive needed
+JOBSET_VERSION=${JOBSET_VERSION:-v0.10.1}
+LWS_VERSION=${LWS_VERSION:-v0.8.0}
 CACHE=${GPU_ADMISSION_CACHE:-$HOME/.cache/gpu-admission}
 OUT=$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 BIN=$OUT/bin
 K8S_BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
-BINARIES=("${K8S_BINARIES[@]}" etcd kwok)
+OPERATORS=(jobset lws)
+BINARIES=("${K8S_BINARIES[@]}" etcd kwok jobset-controller lws-controller)
 
-# kwok is keyed by its own version inside the directory (a stamp beside the binary)
+# kwok and the operators are keyed by their own versions inside the directory (a stamp beside the
+# binaries: kwok.version, jobset.version, lws.version)
 if [ -x "$OUT/bin/kwok" ] && [ "$(cat "$OUT/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]; then
   rm -f "$OUT/bin/kwok" "$OUT/.complete"
 fi
+operator_version() { case $1 in jobset) echo "$JOBSET_VERSION" ;; lws) echo "$LWS_VERSION" ;; esac; }
+for op in "${OPERATORS[@]}"; do
+  if [ "$(cat "$OUT/$op.version" 2>/dev/null)" != "$(operator_version "$op")" ]; then
+    rm -rf "$BIN/$op-controller" "$BIN/$op" "$OUT/.complete"
+  fi
+done
 
 complete() {
   [ -f "$OUT/.complete" ] && [ -f "$BIN/kwok-stages.yaml" ] || return 1
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+  for op in "${OPERATORS[@]}"; do [ -f "$BIN/$op/crds.yaml" ] || return 1; done
 }
 
 missing() {  # missing NAME...: true when any of them is not built yet
@@ -74,15 +90,17 @@ for cmd in "${K8S_BINARIES[@]}"; do
 done
 fi
 
-# one binary from its own throwaway module: module_build NAME PACKAGE VERSION
+# one binary from its own throwaway module: module_build NAME PACKAGE VERSION [LDFLAGS]
+# (the module directory is named after NAME without a -controller suffix)
 module_build() {
-  mkdir -p "$OUT/$1"
-  cd "$OUT/$1"
-  [ -f go.mod ] || go mod init "gpu-admission.io/$1" >/dev/null 2>&1
+  local dir=${1%-controller}
+  mkdir -p "$OUT/$dir"
+  cd "$OUT/$dir"
+  [ -f go.mod ] || go mod init "gpu-admission.io/$dir" >/dev/null 2>&1
   go get "$2@$3" >&2
   local t0
   t0=$(date +%s)
-  go build -trimpath -ldflags "-s -w" -o "$BIN/$1" "$2"
+  go build -trimpath -ldflags "-s -w ${4:-}" -o "$BIN/$1" "$2"
   log "built $1 $3 in $(( $(date +%s) - t0 )) s"
 }
 
@@ -109,10 +127,43 @@ if [ ! -f "$BIN/kwok-stages.yaml" ] || [ "$(cat "$OUT/kwok.version" 2>/dev/null)
   mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
 fi
 
+# ---------------------------------------------------------------- the JobSet and LeaderWorkerSet
+# controllers, each from its own module (their client-go is not the apiserver's; no replace
+# directives in either go.mod, so plain module builds work), with the version ldflags of their
+# Makefiles (GitCommit = the tag's commit, from the module proxy's Origin). Beside each binary, in
+# bin/<op>/: crds.yaml (the module's CRD bases, as the operator's install ships them) and webhook/
+# (the module's kustomize directory of its webhook configurations), which operators_plane.py renders
+# with kubectl and points at the controller's webhook server on loopback.
+operator_build() {  # operator_build NAME MODULE VERSION MAIN_PACKAGE CRD_DIR WEBHOOK_DIR
+  local info dir commit
+  cd "$OUT"
+  info=$(go mod download -json "$2@$3")
+  dir=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$info")
+  commit=$(python3 -c 'import json,sys; print(json.load(sys.stdin).get("Origin", {}).get("Hash", ""))' <<<"$info")
+  if missing "$1-controller"; then
+    module_build "$1-controller" "$4" "$3" \
+      "-X $2/pkg/version.GitVersion=$3 -X $2/pkg/version.GitCommit=$commit"
+  fi
+  rm -rf "$BIN/$1"
+  mkdir -p "$BIN/$1"
+  for f in "$dir/$5"/*.yaml; do echo "---"; grep -v '^---$' "$f"; done > "$BIN/$1/crds.yaml.tmp"
+  cp -r "$dir/$6" "$BIN/$1/webhook"
+  chmod -R u+w "$BIN/$1"  # files from the module cache are read-only
+  mv "$BIN/$1/crds.yaml.tmp" "$BIN/$1/crds.yaml"
+  echo "$3" > "$OUT/$1.version"
+}
+if missing jobset-controller || [ ! -f "$BIN/jobset/crds.yaml" ]; then
+  operator_build jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset \
+    config/components/crd/bases config/components/webhook
+fi
+if missing lws-controller || [ ! -f "$BIN/lws/crds.yaml" ]; then
+  operator_build lws sigs.k8s.io/lws "$LWS_VERSION" sigs.k8s.io/lws/cmd config/crd/bases config/webhook
+fi
+
 elapsed=$(( $(date +%s) - start ))
 {
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "kubernetes: $K8S_VERSION  etcd: $ETCD_VERSION  kwok: $KWOK_VERSION  go: $(go version | awk '{print $3}')"
+  echo "kubernetes: $K8S_VERSION  etcd: $ETCD_VERSION  kwok: $KWOK_VERSION  jobset: $JOBSET_VERSION  lws: $LWS_VERSION  go: $(go version | awk '{print $3}')"
   echo "build seconds: $elapsed"
   echo "binaries: $(du -sh "$BIN" | cut -f1)"
   echo "go module cache: $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)"
