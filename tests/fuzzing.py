@@ -65,7 +65,10 @@ PLANTED = {
 }
 RESPONSE_FIELDS = {"uid", "allowed", "status", "patchType", "patch", "warnings", "auditAnnotations"}
 _ANNOTATION_KEY = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-AFFINITY_PATH = re.compile(r"^(/[^/]+)*/spec/affinity(/|$)")
+AFFINITY_PATH = re.compile(r"^(/[^/]+)*/spec/affinity(/|$)"
+                           # a group member's own label and its size, nothing else of the metadata
+                           r"|^(/[^/]+)*/metadata(/labels(/gpu-admission\.io~1gpu-group)?"
+                           r"|/annotations(/gpu-admission\.io~1group-size)?)?$")
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -232,6 +235,22 @@ def _api_group(obj: dict[str, Any]) -> tuple[str, str]:
     return group, version
 
 
+CONTROLLER_LABELS: dict[str, dict[str, str]] = {
+    # the labels each operator's controller puts on the pods it creates (shared/reference/operators.md),
+    # so the pods of the examples take the gpu-group path of the mutating webhook as in a cluster
+    "PyTorchJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/replica-type": "worker"},
+    "MPIJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/job-role": "worker"},
+    "JobSet": {"jobset.sigs.k8s.io/jobset-name": "js", "batch.kubernetes.io/job-name": "js-w-0"},
+    "TrainJob": {"jobset.sigs.k8s.io/jobset-name": "tj"},
+    "RayCluster": {"ray.io/cluster": "rc", "ray.io/node-type": "worker", "ray.io/group": "g"},
+    "RayService": {"ray.io/cluster": "rs-abcde", "ray.io/node-type": "worker"},
+    "RayJob": {"ray.io/cluster": "rj-abcde", "ray.io/node-type": "worker"},
+    "Job": {"volcano.sh/job-name": "vj", "volcano.sh/task-spec": "worker"},
+    "InferenceService": {"serving.kserve.io/inferenceservice": "isvc", "component": "predictor"},
+    "LeaderWorkerSet": {"leaderworkerset.sigs.k8s.io/name": "lws", "apps.kubernetes.io/pod-index": "0"},
+}
+
+
 def corpus() -> list[Seed]:
     """Realistic reviews: the examples (as workloads and as the pods their controllers create, both
     before and after the mutating patch), hand-made pods covering every launcher and selection shape,
@@ -244,8 +263,9 @@ def corpus() -> list[Seed]:
             seeds.append(Seed(f"{path.stem}#{i}-update", "/validate",
                               envelope(doc, group=group, version=version, operation="UPDATE")))
             for t, tpl in enumerate(pod_templates(doc)):
+                labels = {**tpl.labels, **CONTROLLER_LABELS.get(str(doc.get("kind")), {})}
                 p = pod(*tpl.spec.get("containers", []), name=f"{path.stem}-{t}",
-                        labels=dict(tpl.labels) or None, annotations=dict(tpl.annotations) or None,
+                        labels=labels or None, annotations=dict(tpl.annotations) or None,
                         **{k: v for k, v in tpl.spec.items() if k != "containers"})
                 seeds.append(Seed(f"{path.stem}#{i}-pod{t}", "/mutate", envelope(p)))
                 seeds.append(Seed(f"{path.stem}#{i}-pod{t}", "/validate", envelope(p)))
@@ -267,6 +287,14 @@ def corpus() -> list[Seed]:
     seeds.append(Seed("configmap", "/validate", envelope({"apiVersion": "v1", "kind": "ConfigMap",
                                                            "metadata": {"name": "c"}, "data": {"a": "b"}})))
     seeds.append(Seed("dry-run", "/validate", envelope(hand_pod("vllm-70b-l40s"), dry_run=True)))
+    # kinds the webhook does not know: read by shape, or answered with a not-judged warning
+    workflow = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w", "namespace": "ai"},
+                "spec": {"templates": [{"name": "t", "container": hand_pod("vllm-70b-l40s")["spec"]["containers"][0]},
+                                       {"name": "u", "podSpecPatch": "x", "steps": [[{"name": "s"}]]}]}}
+    seeds.append(Seed("argo-workflow", "/validate", envelope(workflow, group="argoproj.io", version="v1alpha1")))
+    mystery = {"apiVersion": "example.com/v1", "kind": "Trainer", "metadata": {"name": "t", "namespace": "ai"},
+               "spec": {"resources": {"limits": {"nvidia.com/gpu": 8}}}}
+    seeds.append(Seed("unknown-gpu-kind", "/validate", envelope(mystery, group="example.com")))
     return seeds
 
 
@@ -793,7 +821,7 @@ class Checker:
         claim = isinstance(obj, dict) and obj.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")
         for op in ops:
             if not claim and not AFFINITY_PATH.match(op["path"]):
-                raise _fail("patch touches more than the affinity", endpoint, body, op["path"])
+                raise _fail("patch touches more than the affinity and the group label", endpoint, body, op["path"])
         try:
             patched = jsonpatch.apply_patch(clone(obj), ops, in_place=True)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:

@@ -29,9 +29,10 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "PodTemplate": ("template",),
 }
 
-_NOT_WORKLOADS = frozenset({"PodTemplate", "AdmissionReview"})
+_NOT_WORKLOADS = frozenset({"PodTemplate", "AdmissionReview", "List"})
 """Kinds that hold pod specs but run nothing: a PodTemplate object is only referenced, an
-AdmissionReview (a saved request) wraps the object the webhook judged."""
+AdmissionReview (a saved request) wraps the object the webhook judged, a List's items are objects
+of their own (:func:`documents` expands them for ``check``; kube-apiserver never sends one)."""
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
     {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
