@@ -155,3 +155,42 @@ def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.Monke
     judged = engine.judge_update(annotated(job), job, settings_mod.default())
     assert calls == []
     assert all(r.decision.allowed for r in judged.results) and warned(judged) == {"tier-mismatch"}
+
+
+# ----------------------------------------------------------------------------- Kueue admission
+
+def _kueue_job(node_selector: dict[str, str] | None = None, *, queued: bool = True,
+               image: str = "vllm/vllm-openai:v0.10.1") -> dict[str, Any]:
+    """A JobSet Kueue manages: created suspended, admitted by Kueue writing its flavor's node labels
+    into the template (pkg/podset/podset.go) and the podset label (pkg/constants/constants.go)."""
+    spec: dict[str, Any] = {"containers": [{
+        "name": "vllm", "image": image,
+        "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"],
+        "resources": {"limits": {"nvidia.com/gpu": 4}}}]}
+    meta: dict[str, Any] = {}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+        meta["labels"] = {"kueue.x-k8s.io/podset": "workers"}
+    labels = {"kueue.x-k8s.io/queue-name": "gpu-queue"} if queued else {}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ai", "labels": labels},
+            "spec": {"suspend": not node_selector, "replicatedJobs": [
+                {"name": "workers", "template": {"spec": {"template": {"metadata": meta, "spec": spec}}}}]}}
+
+
+@pytest.mark.parametrize(("old", "new", "allowed", "warning"), [
+    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}), True, "kueue-admission tier-mismatch",
+                 id="kueue-writes-a-flavor-pin"),
+    pytest.param(_kueue_job(queued=False), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}, queued=False), False,
+                 None, id="not-queued-denied"),
+    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}, image="vllm/vllm-openai:v0.11.0"),
+                 False, None, id="queued-but-more-changed"),
+])
+def test_kueue_admission_is_never_denied(old: dict[str, Any], new: dict[str, Any], allowed: bool,
+                                          warning: str | None) -> None:
+    (r,) = engine.judge_update(copy.deepcopy(new), old, settings_mod.default()).results
+    assert r.decision.allowed is allowed
+    if warning:
+        assert any(w.startswith(warning) for w in r.decision.warnings)
+    else:
+        assert [v.code for v in r.decision.violations] == ["tier-mismatch"]

@@ -165,14 +165,20 @@ def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None
                  mutate: bool | None = None, inventory: Inventory | None = None) -> Judgement:
     """:func:`judge_review` for an UPDATE: with the policy's ``updates: judgeChange`` (the default)
     a violation ``old_obj`` already had in the same template is a pre-existing warning, not a
-    denial (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new."""
+    denial (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new. Either
+    way, a Kueue-managed workload's update that only adds Kueue's flavor node selection is never
+    denied (:func:`webhook.core.updates.kueue_admissions`)."""
     results = judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory)
-    if settings.updates == updates.JUDGE_CHANGE and old_obj is not None:
-        # the stored templates read as judge reads them, job group sizes included, so an unchanged
-        # operator template compares equal and is not judged again
-        old_templates = _job_groups(pod_templates(old_obj), settings.gpu_resources)
+    queued = isinstance(_mapping(_metadata(obj).get("labels")).get(updates.KUEUE_QUEUE), str)
+    if old_obj is None or (settings.updates != updates.JUDGE_CHANGE and not queued):
+        return Judgement(results)
+    # the stored templates read as judge reads them, job group sizes included, so an unchanged
+    # operator template compares equal and is not judged again
+    old_templates = _job_groups(pod_templates(old_obj), settings.gpu_resources)
+    if settings.updates == updates.JUDGE_CHANGE:
         results = updates.against_old(results, old_templates, lambda: judge(old_obj, settings, mode=mode,
                                                                               mutate=mutate, inventory=inventory))
+    results = updates.kueue_admissions(results, old_templates, queued=queued)
     return Judgement(results)
 
 

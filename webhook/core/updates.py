@@ -88,3 +88,52 @@ def against_old(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemp
         out.append(replace(result, decision=replace(
             decision, violations=kept, allowed=decision.allowed or not kept, warnings=tuple(dict.fromkeys(warnings)))))
     return tuple(out)
+
+
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+_KUEUE_SPEC_FIELDS = frozenset({"nodeSelector", "tolerations", "affinity"})
+
+
+def _kueue_admission(old: PodTemplate, new: PodTemplate) -> bool:
+    """True when the only change is what Kueue writes when it admits a workload: the ResourceFlavor's
+    node labels and tolerations in the pod template (pkg/podset/podset.go, Merge) and its own
+    ``kueue.x-k8s.io/`` labels and annotations (``kueue.x-k8s.io/podset``)."""
+    def rest(spec: Mapping[str, object]) -> dict[str, object]:
+        return {k: v for k, v in spec.items() if k not in _KUEUE_SPEC_FIELDS}
+
+    def own(meta: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in meta.items() if not k.startswith("kueue.x-k8s.io/")}
+
+    return (rest(old.spec) == rest(new.spec) and own(old.labels) == own(new.labels)
+            and own(old.annotations) == own(new.annotations) and old.group_size == new.group_size)
+
+
+def kueue_warning(violation: Violation) -> str:
+    return (f"kueue-admission {violation.code} (admitted: Kueue wrote its ResourceFlavor's node selection into "
+            f"the template, and a denial would stop it admitting the workload; its pods are judged when they "
+            f"are created): {violation.message}")
+
+
+def kueue_admissions(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemplate],
+                     queued: bool) -> tuple["TemplateResult", ...]:
+    """For a workload Kueue manages (``queued``: it carries ``kueue.x-k8s.io/queue-name``), an UPDATE
+    that only adds Kueue's flavor node selection is never denied: the violations it brings become
+    warnings. Kueue admits a suspended workload by writing the flavor's ``nodeLabels`` (maybe a GPU
+    product pin of another tier) into its templates; denying that update would leave the workload
+    suspended forever with no pod ever judged. The pods it then creates go through the pod webhooks,
+    which enforce the same rules with the final node selection."""
+    if not queued or not any(r.decision.violations for r in new):
+        return tuple(new)
+    before_by_key = {key(t): t for t in old_templates}
+    out = []
+    for result in new:
+        before = before_by_key.get(key(result.template))
+        decision = result.decision
+        if not decision.violations or before is None or not _kueue_admission(before, result.template):
+            out.append(result)
+            continue
+        echoed = {f"{v.code}: {v.message}" for v in decision.violations}
+        warnings = [kueue_warning(v) for v in decision.violations] + [w for w in decision.warnings if w not in echoed]
+        out.append(replace(result, decision=replace(decision, violations=(), allowed=True,
+                                                   warnings=tuple(dict.fromkeys(warnings)))))
+    return tuple(out)
