@@ -227,6 +227,13 @@ def test_gpu_types_annotation() -> None:
     assert head.group == 8 and head.holder["containers"][0]["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "2"
 
 
+@pytest.mark.parametrize("value", ["[not json", "[" * 4000, '{"a": 1}', "[1, null]", "x" * 10_000],
+                         ids=["broken", "nested-past-the-recursion-limit", "object", "not-strings", "long"])
+def test_a_hostile_gpu_types_annotation_adds_nothing(value: str) -> None:
+    obj = {"metadata": {"annotations": {kserve.GPU_TYPES_ANNOTATION: value}}}
+    assert kserve._gpu_types(obj) == kserve.GPU_TYPES
+
+
 @pytest.mark.parametrize("predictor", [
     pytest.param("garbage", id="predictor-string"),
     pytest.param({"model": "llama"}, id="model-string"),

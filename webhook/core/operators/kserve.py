@@ -1,8 +1,13 @@
 """KServe: ``serving.kserve.io/v1beta1`` InferenceService and ``serving.kserve.io/v1alpha1`` /
 ``v1alpha2`` LLMInferenceService (both versions are served upstream; the sample manifests use both).
 
-Facts read in kserve/kserve (master, Nov 2026; the functions are named so a reader can find them in
-any version):
+Facts read in kserve/kserve at the commits below (the file index used gives no line numbers, so
+functions are named instead; they are stable across versions): predictor.go@0187b461,
+deployment_reconciler.go (master, Nov 2026), inference_service_validation.go@00ff0005,
+pkg/controller/v1beta1/inferenceservice/utils/utils.go (master), llm_inference_service_types.go@01b12410,
+llm_inference_service_types_func.go@01be8780, workload_multi_node.go@0aef3762,
+config/runtimes/kserve-huggingfaceserver-multinode.yaml@0e7051f2,
+config/llmisvcconfig/config-llm-worker-pipeline-parallel.yaml@04184a46.
 
 InferenceService (pkg/controller/v1beta1/inferenceservice/components/predictor.go):
 - ``spec.predictor`` embeds a PodSpec. With ``predictor.model`` (or an older framework shortcut,
@@ -139,7 +144,7 @@ def _gpu_types(obj: Mapping[str, Any]) -> tuple[str, ...]:
     raw = mapping(dig(obj, "metadata", "annotations")).get(GPU_TYPES_ANNOTATION)
     try:
         extra = json.loads(raw) if isinstance(raw, str) and len(raw) < 4096 else []
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile annotation: "[[[[..." nests past the recursion limit
         extra = []
     return (*GPU_TYPES, *(t for t in (extra if isinstance(extra, list) else []) if isinstance(t, str)))
 

@@ -4,7 +4,10 @@ TrainingRuntime whose pod templates it runs.
 A TrainJob holds no pod template. Its pods are the runtime's
 ``/spec/template/spec/replicatedJobs/<i>/template/spec/template`` with the TrainJob's ``spec.trainer``
 written over them, so the reader needs the runtime: it is looked up in ``context`` (the other objects
-of the same input, see :func:`find_runtime`). Facts read in kubeflow/trainer (master, Nov 2026):
+of the same input, see :func:`find_runtime`). Facts read in kubeflow/trainer at trainjob_types.go@0015772c,
+pkg/runtime/core/trainingruntime.go@067e5c66, pkg/runtime/framework/plugins/jobset/builder.go@08595084 and
+plugins/mpi/mpi.go (master, Nov 2026); functions are named instead of lines (the file index used gives
+none):
 
 - ``spec.runtimeRef``: ``name``; ``kind`` defaults to ClusterTrainingRuntime, ``apiGroup`` to
   trainer.kubeflow.org (pkg/apis/trainer/v1alpha1/trainjob_types.go, ``RuntimeRef``). A TrainingRuntime
