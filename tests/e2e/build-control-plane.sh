@@ -28,6 +28,7 @@ BIN=$OUT/bin
 K8S_BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
 OPERATORS=(jobset lws)
 BINARIES=("${K8S_BINARIES[@]}" etcd kwok jobset-controller lws-controller)
+KEEP_RUNNING=pod-complete.stage.kwok.x-k8s.io/delay  # see the kwok stages below
 
 # kwok and the operators are keyed by their own versions inside the directory (a stamp beside the
 # binaries: kwok.version, jobset.version, lws.version)
@@ -44,7 +45,8 @@ done
 complete() {
   [ -f "$OUT/.complete" ] && [ -f "$BIN/kwok-stages.yaml" ] || return 1
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
-  for op in "${OPERATORS[@]}"; do [ -f "$BIN/$op/crds.yaml" ] || return 1; done
+  for op in "${OPERATORS[@]}"; do [ -f "$BIN/$op/crds.yaml" ] && [ -f "$BIN/$op/role.yaml" ] || return 1; done
+  grep -q "$KEEP_RUNNING" "$BIN/kwok-stages.yaml" || return 1
 }
 
 missing() {  # missing NAME...: true when any of them is not built yet
@@ -117,12 +119,25 @@ if missing kwok; then
   echo "$KWOK_VERSION" > "$OUT/kwok.version"
 fi
 # kwok does nothing without stages: the upstream "fast" set (nodes Ready with lease heartbeats, pods
-# Running and Ready at once, completed and deleted pods handled), from the same module's files
-if [ ! -f "$BIN/kwok-stages.yaml" ] || [ "$(cat "$OUT/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]; then
+# Running and Ready at once, completed and deleted pods handled), from the same module's files.
+# One addition: the fast pod-complete stage (a Job's Running pod succeeds at once) takes the delay
+# of kwok's "general" stage set from the pod annotation pod-complete.stage.kwok.x-k8s.io/delay
+# (default 0: unchanged for every pod without it). The operator tests' training pods carry "1h": a
+# pod that has succeeded leaves kube-scheduler's cache, so a pod affinity to it no longer counts.
+if [ ! -f "$BIN/kwok-stages.yaml" ] || [ "$(cat "$OUT/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ] ||
+   ! grep -q "$KEEP_RUNNING" "$BIN/kwok-stages.yaml"; then
   dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
            pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-    echo "---"; grep -v '^---$' "$dir/kustomize/stage/$f"
+    echo "---"
+    if [ "$f" = pod/fast/pod-complete.yaml ]; then
+      grep -q '^  next:$' "$dir/kustomize/stage/$f" || { log "kwok $KWOK_VERSION: $f has no '  next:'"; exit 1; }
+      awk -v key="$KEEP_RUNNING" '/^  next:$/ { print "  delay:"; print "    durationMilliseconds: 0";
+             print "    durationFrom:"; print "      expressionFrom: '"'"'.metadata.annotations[\"" key "\"]'"'"'" } { print }' \
+        "$dir/kustomize/stage/$f" | grep -v '^---$'
+    else
+      grep -v '^---$' "$dir/kustomize/stage/$f"
+    fi
   done > "$BIN/kwok-stages.yaml.tmp"
   mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
 fi
@@ -131,10 +146,11 @@ fi
 # controllers, each from its own module (their client-go is not the apiserver's; no replace
 # directives in either go.mod, so plain module builds work), with the version ldflags of their
 # Makefiles (GitCommit = the tag's commit, from the module proxy's Origin). Beside each binary, in
-# bin/<op>/: crds.yaml (the module's CRD bases, as the operator's install ships them) and webhook/
-# (the module's kustomize directory of its webhook configurations), which operators_plane.py renders
-# with kubectl and points at the controller's webhook server on loopback.
-operator_build() {  # operator_build NAME MODULE VERSION MAIN_PACKAGE CRD_DIR WEBHOOK_DIR
+# bin/<op>/: crds.yaml (the module's CRD bases, as the operator's install ships them), role.yaml (the
+# controller's own ClusterRole, generated from its kubebuilder RBAC markers) and webhook/ (the
+# module's kustomize directory of its webhook configurations), which operators_plane.py renders with
+# kubectl and points at the controller's webhook server on loopback.
+operator_build() {  # operator_build NAME MODULE VERSION MAIN_PACKAGE CRD_DIR WEBHOOK_DIR ROLE_FILE
   local info dir commit
   cd "$OUT"
   info=$(go mod download -json "$2@$3")
@@ -148,16 +164,18 @@ operator_build() {  # operator_build NAME MODULE VERSION MAIN_PACKAGE CRD_DIR WE
   mkdir -p "$BIN/$1"
   for f in "$dir/$5"/*.yaml; do echo "---"; grep -v '^---$' "$f"; done > "$BIN/$1/crds.yaml.tmp"
   cp -r "$dir/$6" "$BIN/$1/webhook"
+  cp "$dir/$7" "$BIN/$1/role.yaml"
   chmod -R u+w "$BIN/$1"  # files from the module cache are read-only
   mv "$BIN/$1/crds.yaml.tmp" "$BIN/$1/crds.yaml"
   echo "$3" > "$OUT/$1.version"
 }
-if missing jobset-controller || [ ! -f "$BIN/jobset/crds.yaml" ]; then
+if missing jobset-controller || [ ! -f "$BIN/jobset/role.yaml" ]; then
   operator_build jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset \
-    config/components/crd/bases config/components/webhook
+    config/components/crd/bases config/components/webhook config/components/rbac/role.yaml
 fi
-if missing lws-controller || [ ! -f "$BIN/lws/crds.yaml" ]; then
-  operator_build lws sigs.k8s.io/lws "$LWS_VERSION" sigs.k8s.io/lws/cmd config/crd/bases config/webhook
+if missing lws-controller || [ ! -f "$BIN/lws/role.yaml" ]; then
+  operator_build lws sigs.k8s.io/lws "$LWS_VERSION" sigs.k8s.io/lws/cmd config/crd/bases config/webhook \
+    config/rbac/role.yaml
 fi
 
 elapsed=$(( $(date +%s) - start ))
