@@ -263,9 +263,10 @@ def _kubeai(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
     spec = mapping(obj.get("spec"))
     name = name_of(dig(obj, "metadata", "name"), "model")
     url = text(spec.get("url"))
-    engine = spec.get("engine") if spec.get("engine") in KUBEAI_IMAGES else "VLLM"
+    stated = spec.get("engine") if isinstance(spec.get("engine"), str) else None
+    engine = stated if stated in KUBEAI_IMAGES else "VLLM"
     notes: list[str] = []
-    if spec.get("engine") not in KUBEAI_IMAGES:
+    if stated not in KUBEAI_IMAGES:
         notes.append(f"spec.engine {str(spec.get('engine'))[:32]!r} is none of VLLM, OLlama, FasterWhisper, "
                      "Infinity: judged as VLLM")
     profile, units, resource, profile_notes = _kubeai_profile(spec.get("resourceProfile"))
