@@ -79,12 +79,13 @@ def test_json_shape(files: dict[str, Path]) -> None:
     code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned"}
-    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0}
+    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged"}
+    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0}
     good, bad = doc["results"]
     for r in doc["results"]:
         assert {"source", "apiVersion", "kind", "name", "namespace", "allowed", "mode", "profile", "tier",
-                "products", "patch", "warnings", "violations", "template"} <= set(r)
+                "products", "patch", "warnings", "violations", "template", "found"} <= set(r)
+        assert r["found"] == "kind"
         assert set(r["profile"]) == {"framework", "model", "params_b", "active_params_b", "dtype", "quantization",
                                      "tensor_parallel", "pipeline_parallel", "data_parallel", "gpus_per_pod", "pods"}
     assert good["source"] == f"{files['good']}#0" and good["name"] == "llama" and good["namespace"] == "ai"
@@ -242,3 +243,41 @@ def test_check_judges_dra_claims(tmp_path: Path) -> None:
     assert r["kind"] == "ResourceClaim" and r["patch"] and r["patch"][0]["path"].startswith("/spec/devices")
     code, out, _ = run("check", str(f), "--no-mutate")
     assert code == 1 and "dra-missing-product-constraint" in out
+
+
+UNKNOWN = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: finetune, namespace: ai}
+spec:
+  templates:
+  - name: serve
+    container:
+      image: vllm/vllm-openai:v0.10.1
+      command: [vllm, serve, meta-llama/Llama-3.1-8B-Instruct]
+      resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: example.com/v1
+kind: Trainer
+metadata: {name: mystery, namespace: ai}
+spec:
+  resources: {limits: {nvidia.com/gpu: 8}}
+"""
+
+
+@pytest.mark.parametrize(("extra", "code"), [pytest.param([], 0, id="reported"),
+                                             pytest.param(["--strict"], 1, id="strict-fails")])
+def test_unknown_kinds_are_found_generically_or_reported(tmp_path: Path, extra: list[str], code: int) -> None:
+    path = tmp_path / "unknown.yaml"
+    path.write_text(UNKNOWN)
+    got, out, err = run("check", str(path), *extra)
+    assert got == code, out + err
+    assert "Workflow ai/finetune [serve] (found generically)" in out
+    assert "SKIP" in out and "Trainer ai/mystery: not judged" in out
+    assert "1 checked, 1 allowed, 0 denied, 0 warned, 1 GPU object(s) not judged" in out
+    _, out, _ = run("check", str(path), "--output", "json", *extra)
+    doc = json.loads(out)
+    assert [r["found"] for r in doc["results"]] == ["generic", "unjudged"]
+    assert doc["summary"]["unjudged"] == 1
+    _, out, _ = run("check", str(path), "--output", "junit", *extra)
+    assert '<skipped message="not judged: not-judged: this Trainer asks for GPUs' in out

@@ -18,7 +18,7 @@ from webhook.core.policy import tier_fits
 from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.resources import pod_gpus
-from webhook.core.workloads import PodTemplate, pod_templates
+from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates
 
 __all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review",
            "judge_update", "object_identity", "runtime_context", "tier_fits", "unjudged"]
@@ -77,8 +77,8 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
     leader: WorkloadProfile | None = None
     for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
         inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
-        if template.template == "leader":
-            leader = inferred.profile
+        if template.template == "leader" or (template.template or "").endswith("-leader"):
+            leader = inferred.profile  # LWS leader; prefix-leader for a second LWS (LLMInferenceService prefill)
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
                                  problems=inferred.problems, inventory=inventory)
         ops: tuple[dict[str, JSON], ...] = ()
@@ -86,8 +86,11 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
             ops = tuple(patches.build(template.pointer, template.spec,
                                       decision.placement if decision.patch_needed else None, decision.group,
                                       spec_pointer=template.spec_pointer, metadata=template.metadata))
+        if template.notes:  # what the kind's reader could not see (a runtime not in the input)
+            decision = replace(decision, warnings=tuple(dict.fromkeys((*template.notes, *decision.warnings))))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
-    if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results):
+    if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results) and not (
+            isinstance(obj, Mapping) and obj.get("kind") in NOT_WORKLOADS):
         where = generic.gpu_requests(obj)
         if where:
             results.append(unjudged(obj, prefix, where, mode))
@@ -96,8 +99,10 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
 
 NOT_JUDGED = "not-judged"
 
-CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
-"""Kinds other objects take their pod templates from (a TrainJob's runtime)."""
+CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
+                                           "ServingRuntime"})
+"""Kinds other objects take their pod templates from (a TrainJob's runtime, an InferenceService's)."""
+_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime"})
 
 
 def runtime_context(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
@@ -110,7 +115,9 @@ def runtime_context(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
         meta = _metadata(obj)
         name, namespace = meta.get("name"), meta.get("namespace")
         if isinstance(name, str):
-            out[(str(obj["kind"]), namespace if isinstance(namespace, str) else "", name)] = obj
+            # a cluster-scoped object has no namespace, whatever the manifest writes (the API server drops it)
+            scoped = isinstance(namespace, str) and obj["kind"] not in _CLUSTER_SCOPED
+            out[(str(obj["kind"]), namespace if scoped else "", name)] = obj
     return out
 
 

@@ -29,7 +29,7 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "PodTemplate": ("template",),
 }
 
-_NOT_WORKLOADS = frozenset({"PodTemplate", "AdmissionReview", "List"})
+NOT_WORKLOADS = frozenset({"PodTemplate", "AdmissionReview", "List"})
 """Kinds that hold pod specs but run nothing: a PodTemplate object is only referenced, an
 AdmissionReview (a saved request) wraps the object the webhook judged, a List's items are objects
 of their own (:func:`documents` expands them for ``check``; kube-apiserver never sends one)."""
@@ -199,7 +199,7 @@ def pod_templates(obj: Any, prefix: str = "",
         made = (_operator_template(obj, prefix, kind, found) for found in operators.templates(obj, context))
         return tuple(tpl for tpl in made if tpl is not None)
     path = _TEMPLATE_PATHS.get(kind)
-    if kind in _NOT_WORKLOADS:
+    if kind in NOT_WORKLOADS:
         return ()
     if path is None:
         return _generic_templates(obj, prefix, kind)

@@ -168,7 +168,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     judged = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
     results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
-                          for r in results):
+                          and not r.template.notes for r in results):
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
