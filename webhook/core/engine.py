@@ -77,8 +77,10 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
     leader: WorkloadProfile | None = None
     for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
         inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
-        if template.template == "leader" or (template.template or "").endswith("-leader"):
-            leader = inferred.profile  # LWS leader; prefix-leader for a second LWS (LLMInferenceService prefill)
+        if template.template in LEADERS or (template.template or "").endswith("-leader"):
+            # LWS leader; prefix-leader for a second LWS (LLMInferenceService prefill); an MPI launcher,
+            # whose mpirun command names what the workers (sshd) run
+            leader = inferred.profile
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
                                  problems=inferred.problems, inventory=inventory)
         ops: tuple[dict[str, JSON], ...] = ()
@@ -133,6 +135,10 @@ def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> Templa
                f"resources (policy gpuResources), or see the README's supported kinds")
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
+
+
+LEADERS = frozenset({"leader", "Launcher"})
+"""Template names whose profile later templates of the object inherit when they name no model."""
 
 
 def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ...]) -> tuple[PodTemplate, ...]:
