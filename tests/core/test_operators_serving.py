@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import jsonpatch
 import pytest
 import yaml
 
@@ -435,6 +436,32 @@ def test_serve_config_puts_model_and_tp_on_worker_copies_only() -> None:
     assert (worker.profile.model, worker.profile.tensor_parallel) == ("meta-llama/Llama-3.1-70B-Instruct", 4)
     assert worker.template.patchable and worker.patch  # still the object's own spec
     assert obj == before
+
+
+@pytest.mark.parametrize("metadata", [
+    pytest.param(None, id="no-metadata"),
+    pytest.param({"labels": {"gpu-admission.io/group": "g1"}}, id="group-label-no-annotations"),
+    pytest.param({"labels": {"gpu-admission.io/group": "g1"}, "annotations": {"a": "b"}}, id="group-label-annotations"),
+    pytest.param({"annotations": {}}, id="empty-annotations"),
+])
+def test_serve_config_hints_never_break_the_patch(metadata: dict[str, Any] | None) -> None:
+    """The patch is built from the judged (hinted) copy but applied to the object as written: it must
+    apply, whatever metadata the worker template has (a group label brings label and annotation ops)."""
+    obj = rayservice(LLM_CONFIG)
+    worker = obj["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    worker["replicas"] = 2
+    worker["template"].pop("metadata")
+    if metadata is not None:
+        worker["template"]["metadata"] = metadata
+    for r in judge(obj, S):
+        patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+        assert patched["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+    worker_result = judge(obj, S)[1]
+    if metadata is None or "annotations" in metadata:
+        assert worker_result.profile.model == "meta-llama/Llama-3.1-70B-Instruct"
+    else:  # labels but no annotations map: no hint (it could not ride safely), a note instead
+        assert "gpu-admission.io/model" not in worker_result.template.annotations
+        assert any("annotate the worker template" in n for n in worker_result.template.notes)
 
 
 @pytest.mark.parametrize(("config", "hints", "noted"), [

@@ -74,7 +74,7 @@ def serve_config_hints(config: Any) -> tuple[dict[str, str], tuple[str, ...]]:
         return {}, ()
     if not isinstance(config, str):
         return {}, ("spec.serveConfigV2 is not a string: its model is not read",)
-    if len(config.encode("utf-8", "replace")) > MAX_SERVE_CONFIG:
+    if len(config) > MAX_SERVE_CONFIG or len(config.encode("utf-8", "replace")) > MAX_SERVE_CONFIG:
         return {}, (f"spec.serveConfigV2 is over {MAX_SERVE_CONFIG // 1024} KiB: its model is not read",)
     try:
         doc = yaml.load(config, Loader=_LOADER)  # noqa: S506 (a safe loader)
@@ -95,14 +95,22 @@ def serve_config_hints(config: Any) -> tuple[dict[str, str], tuple[str, ...]]:
     return hints, notes
 
 
-def _with_hints(template: Any, hints: Mapping[str, str]) -> Any:
-    """A copy of ``template`` whose annotations hold ``hints`` under its own; the template itself
-    when it is not an object or there is nothing to add."""
+def _with_hints(template: Any, hints: Mapping[str, str]) -> tuple[Any, tuple[str, ...]]:
+    """A copy of ``template`` whose annotations hold ``hints`` under its own (the template itself when
+    it is not an object or there is nothing to add), and notes.
+
+    The engine builds a worker's group-label patch from the metadata it judged, so the copy must not
+    differ from the object in which maps exist where the patch adds a key: a template with labels but
+    no annotations map (the only case where group ops can meet an annotations map that the copy has
+    and the object lacks) keeps no hints, and a note says how to state them."""
     if not hints or not isinstance(template, Mapping):
-        return template
+        return template, ()
     metadata = mapping(template.get("metadata"))
-    own = mapping(metadata.get("annotations"))
-    return {**template, "metadata": {**metadata, "annotations": {**hints, **own}}}
+    own = metadata.get("annotations")
+    if not isinstance(own, Mapping) and mapping(metadata.get("labels")):
+        return template, (f"spec.serveConfigV2 names {hints.get(MODEL, 'the model')}: annotate the worker "
+                          f"template with {MODEL} to have it read (it has labels but no annotations)",)
+    return {**template, "metadata": {**metadata, "annotations": {**hints, **mapping(own)}}}, ()
 
 
 def _ray(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
@@ -118,9 +126,10 @@ def _ray(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
         if "template" not in group:
             continue
         replicas = max(count(group.get("replicas"), 0), count(group.get("minReplicas"), 0))
-        yield Found((*base, "workerGroupSpecs", str(i), "template"), _with_hints(group["template"], hints),
+        template, hint_notes = _with_hints(group["template"], hints)
+        yield Found((*base, "workerGroupSpecs", str(i), "template"), template,
                     name_of(group.get("groupName"), f"workerGroupSpecs[{i}]"),
-                    product(replicas, count(group.get("numOfHosts"))), notes=notes)
+                    product(replicas, count(group.get("numOfHosts"))), notes=notes + hint_notes)
 
 
 READERS: Mapping[tuple[str, str], Reader] = {("ray.io/v1", kind): _ray for kind in RAY_CLUSTER_SPEC}
