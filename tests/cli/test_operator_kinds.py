@@ -1,0 +1,79 @@
+"""`check` on the shipped examples, one per supported kind (issue 14, "done when"): every GPU template
+is reported with the GPUs per pod and the pods of its group as the kind's controller makes them, and
+no GPU workload is ever `0 checked` or left unjudged. The expected numbers are read off each
+example's own fields (replicas, parallelism, numNodes, TP x PP, profile counts), with the rule that
+gives them in the comment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+CASES = [
+    # file, kind, [(template, GPUs per pod, pods in the group)] for the GPU templates, in order
+    pytest.param("kubeflow-pytorchjob-llama-70b.yaml", "PyTorchJob", [("Master", 8, 4), ("Worker", 8, 4)],
+                 id="pytorchjob-1-master-3-workers"),
+    pytest.param("mpijob-deepspeed-llama-70b.yaml", "MPIJob", [("Worker", 8, 4)], id="mpijob-cpu-launcher"),
+    pytest.param("trainjob-torch-llama.yaml", "TrainJob", [("node", 8, 4)], id="trainjob-numNodes-4"),
+    pytest.param("jobset-torchrun.yaml", "JobSet", [("workers", 8, 4)], id="jobset-2-jobs-x-parallelism-2"),
+    pytest.param("ray-cluster-gpu-workers.yaml", "RayCluster", [("gpu-workers", 4, 2)], id="raycluster-cpu-head"),
+    pytest.param("rayjob-finetune.yaml", "RayJob", [("gpu", 8, 2)], id="rayjob-minReplicas-2"),
+    pytest.param("rayservice-llm-qwen2.5-32b-tp2.yaml", "RayService", [("gpu-group", 2, 1)], id="rayservice-tp2"),
+    pytest.param("volcano-job-mpi.yaml", "Job", [("mpiworker", 8, 2)], id="volcano-cpu-master"),
+    # KServe multi-node: TP 8 x PP 2 = 16 GPUs over nodes of 8: a head and one worker (computeRayNodeAndGPUs)
+    pytest.param("kserve-isvc-llama-70b-multinode.yaml", "InferenceService", [("leader", 8, 2), ("worker", 8, 2)],
+                 id="isvc-multinode"),
+    # LWS size = pipeline 2: a leader and a worker of 4 GPUs (GetSize)
+    pytest.param("kserve-llmisvc-llama-70b-pipeline.yaml", "LLMInferenceService", [("leader", 4, 2), ("worker", 4, 2)],
+                 id="llmisvc-pipeline-2"),
+    pytest.param("kubeai-model-qwen2.5-7b-l4.yaml", "Model", [("server", 1, 1)], id="kubeai-profile-l4-1"),
+    pytest.param("nimservice-llama-3.1-8b-instruct.yaml", "NIMService", [("service", 1, 1)], id="nimservice"),
+    pytest.param("kaito-workspace-llama-3.3-70b-h100.yaml", "Workspace", [("inference", 8, 1)],
+                 id="kaito-preset-nd96-h100"),
+    pytest.param("llmd-modelservice-llama-3.1-8b.yaml", "ModelService", [("decode", 1, 1), ("prefill", 1, 1)],
+                 id="llmd-decode-prefill"),
+    pytest.param("dynamo-graph-llama-3.3-70b-disagg.yaml", "DynamoGraphDeployment",
+                 [("VllmDecodeWorker", 4, 1), ("VllmPrefillWorker", 4, 1)], id="dynamo-disagg"),
+    pytest.param("lws-vllm-405b.yaml", "LeaderWorkerSet", [("leader", 8, 2), ("worker", 8, 2)], id="lws"),
+    pytest.param("argo-workflow-eval.yaml", "Workflow", [("eval", 1, 1)], id="argo-generic"),
+]
+
+
+def check_json(*paths: str) -> dict:
+    code, out, err = run("check", *paths, "--output", "json", "--strict")
+    assert code == 0, out + err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(("name", "kind", "expected"), CASES)
+def test_every_gpu_template_of_each_kind_is_reported(name: str, kind: str,
+                                                     expected: list[tuple[str, int, int]]) -> None:
+    doc = check_json(str(EXAMPLES / name))
+    rows = [r for r in doc["results"] if r["kind"] == kind and r["profile"]["gpus_per_pod"] > 0]
+    got = [(r["template"], r["profile"]["gpus_per_pod"], r["profile"]["pods"]) for r in rows]
+    assert got == expected
+    assert doc["summary"]["unjudged"] == 0 and doc["summary"]["checked"] >= len(expected)
+    assert all(r["tier"] for r in rows)  # every GPU template was placed on a tier
+
+
+def test_the_examples_cover_every_operator_kind() -> None:
+    """A kind the engine reads without an example here would be a kind nobody saw `check` report."""
+    from webhook.core import operators
+
+    covered = {kind for _, kind, _ in (c.values for c in CASES)}
+    readers = {kind for _, kind in operators.READERS} - {"ClusterTrainingRuntime", "TrainingRuntime"}
+    missing = readers - covered - {"TFJob", "XGBoostJob", "PaddleJob", "JAXJob"}  # PyTorchJob's reader and shape
+    assert not missing, missing
+
+
+def test_the_whole_directory_is_judged_and_nothing_is_skipped() -> None:
+    doc = check_json(str(EXAMPLES))
+    assert doc["summary"]["unjudged"] == 0 and doc["summary"]["denied"] == 0
+    kinds = {r["kind"] for r in doc["results"] if r["profile"]["gpus_per_pod"] > 0}
+    assert {kind for _, kind, _ in (c.values for c in CASES)} <= kinds
