@@ -72,6 +72,7 @@ GROUPED = [
                  TRAIN, True, id="jobset"),
     pytest.param({**RAY, "ray.io/node-type": "worker", "ray.io/group": "gpu"}, None, TRAIN, True, id="ray-worker"),
     pytest.param({"volcano.sh/job-name": "vj", "volcano.sh/task-spec": "worker"}, None, TRAIN, True, id="volcano"),
+    pytest.param({"kaito.sh/workspace": "ws"}, None, TRAIN, True, id="kaito"),
     pytest.param({**LWS, "leaderworkerset.sigs.k8s.io/group-index": "1"}, None, TRAIN, True, id="lws-worker"),
     pytest.param({"gpu-admission.io/group": "mine"}, {"gpu-admission.io/group-size": "4"}, TRAIN, True,
                  id="explicit"),

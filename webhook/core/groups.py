@@ -78,6 +78,10 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("jobset.sigs.k8s.io/jobset-name", "JobSet", "jobset"),
     ("ray.io/cluster", "Ray cluster", "ray"),
     ("volcano.sh/job-name", "Volcano job", "volcano"),
+    # Kaito: the StatefulSet of a multi-node Workspace (pkg/workspace/manifests/manifests.go; the label
+    # key in api/v1beta1/labels.go). NIM multi-node, KServe LLMInferenceService and llm-d run on
+    # LeaderWorkerSets, whose pods are read above.
+    ("kaito.sh/workspace", "Kaito workspace", "kaito"),
 )
 
 
