@@ -80,6 +80,18 @@ def name_of(value: Any, fallback: str) -> str:
     return value if isinstance(value, str) and value else fallback
 
 
+def merge_named(base: Any, extra: Any) -> list[Any]:
+    """Lists keyed by ``name`` (env, volumeMounts) merged as the operators merge them (strategic
+    merge, the trainer's ``UpsertEnvVars``): an ``extra`` item replaces the ``base`` item of its name
+    and goes last."""
+    out = list(base) if isinstance(base, list) else []
+    for item in extra if isinstance(extra, list) else []:
+        name = mapping(item).get("name")
+        out = [e for e in out if not (isinstance(name, str) and mapping(e).get("name") == name)]
+        out.append(item)
+    return out
+
+
 def count(value: Any, default: int = 1) -> int:
     """A pod or replica count as the operators write it (see the module docstring)."""
     if isinstance(value, bool):

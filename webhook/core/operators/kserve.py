@@ -55,7 +55,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators import Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators import Found, Reader, count, dig, mapping, merge_named, name_of, product
 
 GROUP = "serving.kserve.io"
 MODEL_CONTAINER, WORKER_CONTAINER = "kserve-container", "worker-container"
@@ -81,23 +81,13 @@ Context = Mapping[tuple[str, str, str], Any]
 # --- merging, as KServe does it -------------------------------------------------------------
 
 
-def _merge_named(base: Any, extra: Any) -> list[Any]:
-    """Lists keyed by ``name`` (env, volumeMounts), strategic-merge style: ``extra`` replaces by name."""
-    out = list(base) if isinstance(base, list) else []
-    for item in extra if isinstance(extra, list) else []:
-        name = mapping(item).get("name")
-        out = [e for e in out if not (isinstance(name, str) and mapping(e).get("name") == name)]
-        out.append(item)
-    return out
-
-
 def merge_container(runtime: Mapping[str, Any], isvc: Mapping[str, Any]) -> dict[str, Any]:
     """utils.go ``MergeRuntimeContainers``: the ISVC's fields over the runtime's, resources merged per
     key, env by name, and ``args`` concatenated (runtime first)."""
     out = dict(runtime)
     for key, value in isvc.items():
         if key in ("env", "volumeMounts"):
-            out[key] = _merge_named(runtime.get(key), value)
+            out[key] = merge_named(runtime.get(key), value)
         elif key == "resources" and isinstance(value, Mapping):
             rres = mapping(runtime.get("resources"))
             out[key] = {**rres, **{k: {**mapping(rres.get(k)), **mapping(v)} if isinstance(v, Mapping) else v
@@ -169,7 +159,7 @@ def _with_gpus(container: Mapping[str, Any], n: int, types: tuple[str, ...]) -> 
 
 
 def _with_env(container: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
-    return {**container, "env": _merge_named(container.get("env"), [{"name": k, "value": v} for k, v in values.items()])}
+    return {**container, "env": merge_named(container.get("env"), [{"name": k, "value": v} for k, v in values.items()])}
 
 
 def ray_nodes(total: int, head: int, worker: int) -> tuple[int, int, int] | None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators import Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators import Found, Reader, count, dig, mapping, merge_named, name_of, product
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = GROUP + "/v1alpha1"
@@ -86,16 +86,6 @@ def find_runtime(job: Mapping[str, Any], context: Any) -> tuple[Mapping[str, Any
     return None, label
 
 
-def _upsert_env(env: Any, extra: Any) -> list[Any]:
-    """``env`` with ``extra`` entries replacing those of the same name (trainer ``apply.UpsertEnvVars``)."""
-    merged = list(env) if isinstance(env, list) else []
-    for item in extra if isinstance(extra, list) else []:
-        name = mapping(item).get("name")
-        merged = [e for e in merged if not (isinstance(name, str) and mapping(e).get("name") == name)]
-        merged.append(item)
-    return merged
-
-
 def _override(container: Mapping[str, Any], trainer: Mapping[str, Any]) -> dict[str, Any]:
     """A ``node`` container with the TrainJob's trainer values (jobset/builder.go ``Trainer``)."""
     out = dict(container)
@@ -108,7 +98,7 @@ def _override(container: Mapping[str, Any], trainer: Mapping[str, Any]) -> dict[
     if isinstance(resources.get("limits"), Mapping) or isinstance(resources.get("requests"), Mapping):
         out["resources"] = {k: resources[k] for k in ("limits", "requests") if isinstance(resources.get(k), Mapping)}
     if "env" in trainer:
-        out["env"] = _upsert_env(out.get("env"), trainer.get("env"))
+        out["env"] = merge_named(out.get("env"), trainer.get("env"))
     return out
 
 
