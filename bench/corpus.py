@@ -76,7 +76,10 @@ def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if kind == "LeaderWorkerSet":
         lwt = spec["leaderWorkerTemplate"]
         return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if t]
-    return [spec["template"]] if "template" in spec else []
+    template = spec.get("template") if isinstance(spec, dict) else None
+    # the built-in controllers' shape only: an operator kind's "template" may be a PodSpec (KServe's
+    # LLMInferenceService) or absent (KubeAI, NIM, Kaito); such objects are reviewed as objects only
+    return [template] if isinstance(template, dict) and isinstance(template.get("spec"), dict) else []
 
 
 def apiserver_defaults(pod: dict[str, Any], rng: random.Random) -> dict[str, Any]:
