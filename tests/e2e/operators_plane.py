@@ -38,6 +38,7 @@ import json
 import os
 import ssl
 import subprocess
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,12 +142,27 @@ def _credentials(cp: ControlPlane, spec: OperatorSpec, role: dict, workdir: Path
     return path
 
 
+def wait_established(cp: ControlPlane, names: tuple[str, ...], timeout: float = 60) -> None:
+    """Until each CRD is Established. Polled here: `kubectl wait --for=condition=Established` (1.36)
+    fails at once with ".status.conditions accessor error" when it reads a CRD before the apiserver
+    has written any condition."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            crd = cp.get("crd", name) or {}
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in crd.get("status", {}).get("conditions") or []):
+                break
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"CRD {name} not Established after {timeout:.0f} s: {crd.get('status')}")
+            time.sleep(0.2)
+
+
 def install_crds(cp: ControlPlane, path: Path, names: tuple[str, ...], timeout: float = 60) -> None:
     """Server-side apply (the JobSet CRD is ~780 kB, over the 256 kB client-side apply annotation
     limit) and wait until each is Established."""
     cp.run("apply", "--server-side", "--force-conflicts", "-f", str(path), timeout=120)
-    cp.run("wait", "--for=condition=Established", f"--timeout={timeout:.0f}s",
-           *(f"crd/{n}" for n in names), timeout=timeout + 30)
+    wait_established(cp, names, timeout)
 
 
 def _config(spec: OperatorSpec, webhook_port: int, health_port: int, cert_dir: Path, path: Path) -> None:

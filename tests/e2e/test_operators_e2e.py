@@ -39,7 +39,7 @@ import yaml
 
 from control_plane import ROOT, ControlPlane, Installed, create_nodes, gpu_node
 from objects import PRODUCT_LABEL
-from operators_plane import Operators, running_operators
+from operators_plane import Operators, running_operators, wait_established
 from test_scheduling import _pod, lws_group
 
 pytestmark = pytest.mark.e2e
@@ -307,7 +307,7 @@ def stand_in_crd(group: str, version: str, kind: str, plural: str) -> dict:
 
 def install_stand_in(cp: ControlPlane, crd: dict) -> None:
     cp.apply([crd])
-    cp.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}", timeout=90)
+    wait_established(cp, (crd["metadata"]["name"],))
 
 
 def ray_pod(cluster: dict, node_type: str, group: str, tpl: dict, start: str) -> dict:
@@ -390,13 +390,15 @@ def test_c_raycluster_head_and_gpu_workers_all_run(ray_cluster, fleet: dict[str,
     assert GPU_GROUP not in head["metadata"]["labels"]
 
 
-def test_c_raycluster_gpu_workers_land_on_one_product(ray_cluster, fleet: dict[str, str]) -> None:
+def test_c_raycluster_gpu_workers_land_on_one_product(ray_cluster, fleet: dict[str, str], tmp_path: Path,
+                                                      capsys, record_property) -> None:
     """The two GPU workers of one worker group are one job: one product."""
     _, pods = ray_cluster
     workers = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
     placement = Placement("RayCluster workers", workers, fleet, 2)
-    assert len(workers) == 2 and not placement.pending, placement.describe()
-    assert not placement.split, f"Ray GPU workers split across GPU products:\n{placement.describe()}"
+    text = report(tmp_path, capsys, record_property, "RayCluster GPU workers with the webhook", [placement])
+    assert len(workers) == 2 and not placement.pending, text
+    assert not placement.split, f"Ray GPU workers split across GPU products:\n{text}"
 
 
 # --- (d) PyTorchJob -------------------------------------------------------------------------------
