@@ -46,7 +46,8 @@ from typing import Callable, Iterator
 
 import yaml
 
-from control_plane import STARTUP_TIMEOUT, WEBHOOK_KINDS, ControlPlane, ControlPlaneError, _exited, _wait, free_port, stop
+from control_plane import (STARTUP_TIMEOUT, WEBHOOK_KINDS, ControlPlane, ControlPlaneError, _exited, _wait,
+                           free_port, stop)
 from webhook.cli import certs
 
 TOKEN_DURATION = "48h"
@@ -105,12 +106,6 @@ class Operators:
     def check(self) -> None:
         """Raise ControlPlaneError when a controller has exited."""
         _exited(self.processes)
-
-    def log_tail(self, name: str, chars: int = 3000) -> str:
-        try:
-            return self.running[name].log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
 
 
 # --- pieces ---------------------------------------------------------------------------------------
