@@ -100,3 +100,14 @@ def test_the_walk_visits_a_bounded_number_of_values() -> None:
     visited = sum(1 for _ in generic._walk(obj([[[[[]]]]] * 20000)))
     assert visited == generic.MAX_NODES
     assert max(len(path) for path, _ in generic._walk(obj(nested(5000)))) <= generic.MAX_DEPTH
+
+
+@pytest.mark.parametrize("kind", [[], ["J", "o", "b"], {"value": "Workspace"}, 3, None],
+                         ids=["empty-list", "list", "mapping", "int", "none"])
+def test_a_kind_that_is_not_a_string_never_raises(kind: Any) -> None:
+    """Found by the mutation fuzzer: an unhashable kind reached a frozenset lookup (a 500)."""
+    document = obj({"resources": GPU}, kind="x")
+    document["kind"] = kind
+    judge(document, S)
+    from webhook.core.engine import runtime_context
+    assert runtime_context([document]) == {}

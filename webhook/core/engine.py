@@ -92,7 +92,7 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
             decision = replace(decision, warnings=tuple(dict.fromkeys((*template.notes, *decision.warnings))))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results) and not (
-            isinstance(obj, Mapping) and obj.get("kind") in NOT_WORKLOADS):
+            isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"] in NOT_WORKLOADS):
         where = generic.gpu_requests(obj)
         if where:
             results.append(unjudged(obj, prefix, where, mode))
@@ -112,7 +112,7 @@ def runtime_context(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
     ``context`` :func:`judge` hands to the readers of the kinds that refer to them."""
     out: dict[tuple[str, str, str], Any] = {}
     for obj in objects:
-        if not isinstance(obj, Mapping) or obj.get("kind") not in CONTEXT_KINDS:
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj["kind"] not in CONTEXT_KINDS:
             continue
         meta = _metadata(obj)
         name, namespace = meta.get("name"), meta.get("namespace")
