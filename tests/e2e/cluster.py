@@ -25,6 +25,7 @@ import yaml
 
 from control_plane import (ROOT, ControlPlaneError, ManifestTree, create_nodes, fleet, install, kubeconfig_env,
                            running_control_plane, running_webhook)
+from operators_plane import running_operators
 
 OVERLAY = "overlays/generated-certs"
 NAMESPACES = {"demo": {}, "demo-audit": {"gpu-admission.io/mode": "audit"}}
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
         with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True) as cp, \
-                kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook:
+                kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook, \
+                running_operators(cp, bin_dir, work / "operators") as ops:
             install(cp, hook, docs, certs)
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
                 cp.namespace(name, labels)
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             kubectl = cp.kubectl
             print(f"""
 gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {cp.url}, kube-scheduler,
-kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running),
+kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running), the JobSet and
+LeaderWorkerSet controllers (with their own webhooks),
 gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/; the GPU inventory
 watches this cluster's nodes), {len(nodes)} fake GPU nodes.
 Namespaces: demo (enforce), demo-audit (audit), {", ".join(sorted(example_namespaces()))} (enforce).
@@ -103,10 +106,13 @@ from the repository root):
   kubectl get pods -A -o wide
   curl -s --cacert {certs / 'ca.crt'} https://127.0.0.1:{hook.port}/metrics | grep ^gpu_admission_requests_total
   kubectl -n ai-serving get deploy,rs,pods -o wide                 # its pods: made by the controllers, mutated, Running
+  kubectl apply -f examples/jobset-torchrun.yaml                   # 4 GPU pods made by the JobSet and Job controllers,
+  kubectl -n training get pods -o wide -L nvidia.com/gpu.product   #   all on one GPU product (label gpu-admission.io/gpu-group)
 Logs: {work}. Ctrl-C stops everything.""", flush=True)
             while True:
                 cp.check()
                 hook.check()
+                ops.check()
                 time.sleep(1)
     except KeyboardInterrupt:
         print("\nstopped: kwok, kube-controller-manager, kube-scheduler, kube-apiserver, etcd and the webhook are down",
