@@ -291,8 +291,15 @@ def running_operators(cp: ControlPlane, bin_dir: Path, workdir: Path, *, names: 
                   interval=0.5)
         yield ops
     finally:
-        for op in ops.running.values():
-            for kind, name in op.configurations:
-                cp.run("delete", kind.lower(), name, "--ignore-not-found", check=False)
-        for op in ops.running.values():
-            stop(op.process)
+        try:
+            for op in ops.running.values():
+                for kind, name in op.configurations:
+                    # short and bounded: on Ctrl-C the whole process group, etcd included, may be
+                    # gone already, and then there is nothing left to clean up
+                    cp.run("delete", kind.lower(), name, "--ignore-not-found", "--request-timeout=5s",
+                           check=False, timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            for op in ops.running.values():
+                stop(op.process)
