@@ -115,9 +115,8 @@ Logs: {work}. Ctrl-C stops everything.""", flush=True)
                 ops.check()
                 time.sleep(1)
     except KeyboardInterrupt:
-        print("\nstopped: the operators, kwok, kube-controller-manager, kube-scheduler, kube-apiserver, etcd and the webhook "
-              "are down",
-              flush=True)
+        print("\nstopped: the operators, kwok, kube-controller-manager, kube-scheduler, kube-apiserver, etcd "
+              "and the webhook are down", flush=True)
         return 0
     except (ControlPlaneError, AssertionError, subprocess.SubprocessError) as exc:  # AssertionError: kubectl failed
         print(f"cluster: {exc}", file=sys.stderr)
