@@ -6,12 +6,12 @@ and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from webhook.core import dra, generic, inference, patches, policy, updates
+from webhook.core import dra, generic, inference, operators, patches, policy, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
@@ -20,8 +20,8 @@ from webhook.core.settings import Settings
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates
 
-__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "judge", "judge_any", "judge_review",
-           "judge_update", "object_identity", "runtime_context", "tier_fits", "unjudged"]
+__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "judge", "judge_any",
+           "judge_review", "judge_update", "object_identity", "runtime_context", "tier_fits", "unjudged"]
 
 
 @dataclass(frozen=True)
@@ -101,26 +101,9 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
 
 NOT_JUDGED = "not-judged"
 
-CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
-                                           "ServingRuntime"})
-"""Kinds other objects take their pod templates from (a TrainJob's runtime, an InferenceService's)."""
-_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime"})
-
-
-def runtime_context(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
-    """The objects of :data:`CONTEXT_KINDS` among ``objects``, by (kind, namespace or "", name): the
-    ``context`` :func:`judge` hands to the readers of the kinds that refer to them."""
-    out: dict[tuple[str, str, str], Any] = {}
-    for obj in objects:
-        if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj["kind"] not in CONTEXT_KINDS:
-            continue
-        meta = _metadata(obj)
-        name, namespace = meta.get("name"), meta.get("namespace")
-        if isinstance(name, str):
-            # a cluster-scoped object has no namespace, whatever the manifest writes (the API server drops it)
-            scoped = isinstance(namespace, str) and obj["kind"] not in _CLUSTER_SCOPED
-            out[(str(obj["kind"]), namespace if scoped else "", name)] = obj
-    return out
+CONTEXT_KINDS = operators.CONTEXT_KINDS
+runtime_context = operators.context_of
+"""Re-exported for the doors (which import the core through :data:`webhook.core.PUBLIC` only)."""
 
 
 def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> TemplateResult:

@@ -25,7 +25,7 @@ pods; counts are capped at ``MAX_PODS``, so a hostile number cannot make a huge 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +109,28 @@ def product(*counts: int) -> int:
     for c in counts:
         total = min(total * c, MAX_PODS)
     return total
+
+
+CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
+                                           "ServingRuntime"})
+"""Kinds other objects take their pod templates from (a TrainJob's runtime, an InferenceService's)."""
+_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime"})
+
+
+def context_of(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
+    """The objects of :data:`CONTEXT_KINDS` among ``objects``, by (kind, namespace or "", name): the
+    ``context`` :func:`webhook.core.engine.judge` hands to the readers of the kinds that refer to them."""
+    out: dict[tuple[str, str, str], Any] = {}
+    for obj in objects:
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj["kind"] not in CONTEXT_KINDS:
+            continue
+        meta = mapping(obj.get("metadata"))
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if isinstance(name, str):
+            # a cluster-scoped object has no namespace, whatever the manifest writes (the API server drops it)
+            scoped = isinstance(namespace, str) and obj["kind"] not in _CLUSTER_SCOPED
+            out[(str(obj["kind"]), namespace if scoped else "", name)] = obj
+    return out
 
 
 # imported after the helpers they use
