@@ -253,3 +253,22 @@ def test_scheduler_config_url_matches_the_routes(client: FlaskClient) -> None:
     prefix = ext["urlPrefix"].split(":443", 1)[1]
     for verb in (ext["filterVerb"], ext["prioritizeVerb"]):
         assert client.post(f"{prefix}/{verb}", json=args(pod(1), [A100_1])).status_code == 200
+
+
+def test_prioritize_a_controller_pod_as_the_mutating_webhook_left_it(client: FlaskClient) -> None:
+    """A Kubeflow worker pod after /mutate: the webhook's gpu-group label and group-size annotation
+    are what the extender reads, so the first member of a 3 x 4-GPU job goes to the pool that holds
+    the whole job (issue 14: prefer a product with room for the group)."""
+    from webhook.core import engine
+    import jsonpatch
+
+    raw = pod(4, labels={"training.kubeflow.org/job-name": "llama", "training.kubeflow.org/replica-type": "worker"})
+    raw.update(apiVersion="v1", kind="Pod")
+    raw["spec"]["containers"][0]["command"] = ["torchrun", "--nnodes=3", "--nproc-per-node=4", "train.py",
+                                               "--model_name_or_path=meta-llama/Llama-3.1-8B"]
+    (result,) = engine.judge(raw, settings_mod.default())
+    member = jsonpatch.apply_patch(raw, list(result.patch))
+    assert member["metadata"]["annotations"]["gpu-admission.io/group-size"] == "3"
+    got = scores(client, args(member, [A100_1, A100_2, L40S_1, node("h100-1", H100, 4), MIXED]))
+    assert got == {"a100-1": 10, "a100-2": 10, "l40s-1": scheduling.SHORT_POOL,
+                   "h100-1": scheduling.SHORT_POOL, "mixed": 0}
