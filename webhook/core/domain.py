@@ -104,6 +104,15 @@ class WorkloadProfile:
     tier_override: str | None = None
     container: str | None = None
     """Name of the container the profile was read from (the one running the launcher)."""
+    expert_parallel: bool = False
+    """The launcher splits the experts of a mixture-of-experts model over the data-parallel (or EP)
+    ranks (vLLM ``--enable-expert-parallel``, SGLang ``--ep-size``): sized by :mod:`sizing` per rank."""
+    expert_parallel_size: int | None = None
+    """Ranks the experts are split over when the launcher states it (SGLang ``--ep-size``)."""
+    data_parallel_local: int | None = None
+    """Data-parallel ranks in this pod when the launcher states it (vLLM ``--data-parallel-size-local``)."""
+    dp_attention: bool = False
+    """SGLang ``--enable-dp-attention``: attention runs data-parallel over the TP ranks."""
 
     def public(self) -> dict[str, JSON]:
         """The stable JSON shape of ``profile`` in ``check --output json``."""
