@@ -16,7 +16,7 @@ def test_embedded_default() -> None:
     s = settings_mod.default()
     assert s.mode == "enforce" and s.mutate and not s.allow_audit_annotation
     assert s.label_key == "nvidia.com/gpu.product" and s.label_scheme == "gfd"
-    assert s.gpu_resources == ("nvidia.com/gpu",)
+    assert s.gpu_resources == ("nvidia.com/gpu", "amd.com/gpu")  # issue 15: AMD GPUs count by default
     assert [t.name for t in s.tiers] == ["hbm-nvlink", "cost"]
     assert "A100-SXM4-80GB" in s.tier("hbm-nvlink").products and "L40S" in s.tier("cost").products
     assert s.large_model_params_b == 30

@@ -237,7 +237,9 @@ def test_scheduler_config_snippet() -> None:
     assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
     assert ext["weight"] == 5 and ext["enableHTTPS"] is True
     assert ext["nodeCacheCapable"] is False and ext["ignorable"] is True
-    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    # every GPU resource the default policy counts
+    assert ext["managedResources"] == [{"name": r, "ignoredByScheduler": False}
+                                       for r in settings_mod.default().gpu_resources]
     assert set(ext["tlsConfig"]) & {"caData", "caFile"} and "insecure" not in ext["tlsConfig"]
     assert not {"bindVerb", "preemptVerb"} & set(ext)
     # configures the scheduler, not the cluster: never part of a kustomization

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core import sizing
+from webhook.core import schemes, sizing
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, TIER
@@ -196,8 +196,9 @@ def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Setti
 
 
 def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
-               findings: list[_Finding], inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool]:
-    """Label values the pod may land on and whether the pod must be patched to get there."""
+               findings: list[_Finding], inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool, str]:
+    """Label values the pod may land on, whether the pod must be patched to get there, and the
+    node label key they are values of (the policy's, or the scheme the user pinned in)."""
     assert choice.tier is not None
     spec_path = template.spec_pointer
     fitting = choice.usable()
@@ -207,13 +208,18 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             fit_by_product[product] = fit.fits
     pinned = pinned_values(template.spec, settings.label_key)
     multi = _is_multi(profile)
+    if pinned.values is None:
+        foreign = schemes.foreign_pin(template.spec, settings.catalog, settings.label_scheme)
+        if foreign is not None:
+            values, patch = _foreign_placement(profile, template, settings, choice, findings, foreign, fit_by_product)
+            return values, patch, foreign.key
     selection_path = join(spec_path, "nodeSelector" if pinned.via_node_selector else "affinity")
 
     if pinned.values is None:
         if not fitting:
             findings.append(_Finding(_unavailable(profile, choice, spec_path, inventory)
                                      or _does_not_fit(profile, choice, settings, spec_path)))
-            return None, False
+            return None, False, settings.label_key
         if multi:
             findings.append(_Finding(Violation(
                 MISSING_SELECTOR,
@@ -222,7 +228,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                 + f" but does not pin {settings.label_key}: add a required nodeAffinity "
                 f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
                 spec_path), fixable=True))
-        return tuple(fitting), True
+        return tuple(fitting), True, settings.label_key
 
     def acceptable(value: str) -> bool:
         parsed = settings.catalog.parse_label(value, settings.label_scheme)
@@ -235,7 +241,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     good = [v for v in ordered if acceptable(v)]
     bad = [v for v in ordered if v not in good]
     if not bad:
-        return tuple(good), False
+        return tuple(good), False, settings.label_key
     if good:
         code = MISSING_SELECTOR if multi else TIER_MISMATCH
         findings.append(_Finding(Violation(
@@ -243,24 +249,63 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             f"{_describe(profile)} pins {settings.label_key} to [{', '.join(bad)}] outside tier "
             f"{choice.tier.name}: keep only [{', '.join(good)}]",
             selection_path), fixable=True))
-        return tuple(good), True
+        return tuple(good), True, settings.label_key
     pinned_products = {_product_of(settings, v) for v in bad}
     if pinned_products <= fit_by_product.keys() and any(fit_by_product[p] for p in pinned_products if p):
         # the pinned products would hold the model, but the cluster has no room on them
         findings.append(_Finding(_unavailable(profile, choice, selection_path, inventory, pinned=bad)
                                  or _does_not_fit(profile, choice, settings, selection_path)))
-        return None, False
+        return None, False, settings.label_key
     if pinned_products <= fit_by_product.keys():
         # every pinned product belongs to the tier: the model is too big for them, not misplaced
         unfit = [f for o, f in zip(choice.options, choice.fits) if pinned_products & set(o.products)]
         findings.append(_Finding(_does_not_fit(profile, choice, settings, selection_path, only=unfit)))
-        return None, False
+        return None, False, settings.label_key
     findings.append(_Finding(Violation(
         TIER_MISMATCH,
         f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {settings.label_key} to "
         f"[{', '.join(bad)}]: pin it to [{_shown(choice, fitting) or 'a fitting product'}] instead"
         f" (or set annotation {TIER} to a tier that holds those GPUs)",
         selection_path)))
+    return None, False, settings.label_key
+
+
+def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
+                       findings: list[_Finding], pin: schemes.ForeignPin,
+                       fit_by_product: Mapping[str, bool]) -> tuple[tuple[str, ...] | None, bool]:
+    """A pin written in another scheme (:mod:`webhook.core.schemes`): judged as the products it
+    names; kept, narrowed in its own scheme, or refused with values of its own scheme. The inventory
+    is indexed by the policy's label, so it is not consulted here."""
+    assert choice.tier is not None
+    named = schemes.products_of(pin, settings.catalog)
+    multi = _is_multi(profile)
+    path = join(template.spec_pointer, "nodeSelector" if pin.via_node_selector else "affinity")
+
+    def acceptable(value: str) -> bool:
+        ids = named[value]
+        return bool(ids) and all(fit_by_product.get(pid, False) for pid in ids)
+
+    good = [v for v in named if acceptable(v)]
+    bad = [v for v in named if v not in good]
+    if not bad:
+        return tuple(good), False
+    if good:
+        findings.append(_Finding(Violation(
+            MISSING_SELECTOR if multi else TIER_MISMATCH,
+            f"{_describe(profile)} pins {pin.key} to [{', '.join(bad)}] outside tier {choice.tier.name}: "
+            f"keep only [{', '.join(good)}]", path), fixable=True))
+        return tuple(good), True
+    fitting_ids = [pid for pid, fits in fit_by_product.items() if fits]
+    offer = schemes.values_for(settings.catalog, pin.scheme, fitting_ids)
+    unknown = [v for v in bad if not named[v]]
+    what = (f" ({', '.join(unknown)}: not a {pin.key} value of any GPU the catalog knows)" if unknown else "")
+    fix = (f"pin {pin.key} to one of [{', '.join(offer)}] instead" if offer else
+           f"no GPU with a {pin.key} label fits tier {choice.tier.name}: remove the {pin.key} pin and let "
+           f"gpu-admission pin {settings.label_key}")
+    findings.append(_Finding(Violation(
+        TIER_MISMATCH,
+        f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {pin.key} to [{', '.join(bad)}]{what}: "
+        f"{fix}", path)))
     return None, False
 
 
@@ -400,17 +445,18 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
                                 inventory, warnings)
     values: tuple[str, ...] | None = None
     patch_needed = False
+    key = settings.label_key
     if choice.tier is not None:
-        values, patch_needed = _placement(profile, template, settings, choice, findings, inventory)
+        values, patch_needed, key = _placement(profile, template, settings, choice, findings, inventory)
         _node_name(profile, template, findings)
     _parallelism(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
-    placement = Placement(settings.label_key, values) if values else None
-    if placement is not None and inventory is not None and _is_multi(profile):
+    placement = Placement(key, values) if values else None
+    if placement is not None and inventory is not None and _is_multi(profile) and key == settings.label_key:
         placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
         patch_needed = patch_needed or excluded_now
     group = _group_affinity(profile, template, settings, placement, findings)
-    if placement is not None and inventory is not None and profile.pods > 1:
+    if placement is not None and inventory is not None and profile.pods > 1 and key == settings.label_key:
         _group_fit(profile, template, settings, placement, inventory, findings, warnings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
                    warnings, choice.fits, mutate and settings.mutate, group)
@@ -450,9 +496,12 @@ def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: S
         return None
     # a value already there is kept: ours from an earlier invocation (the pin our own patch added
     # must not change it) or one the user chose
-    value = template.labels.get(GPU_GROUP) or group_value(member, pinned_values(template.spec, settings.label_key).values)
+    value = template.labels.get(GPU_GROUP) or group_value(member, pinned_values(template.spec,
+                                                                                    placement.label_key).values)
     size = profile.pods if profile.pods > 1 and declared_size(template.labels, template.annotations) is None else None
-    group = GroupAffinity(GPU_GROUP, value, settings.label_key, size)
+    # the topology key is the label the pin is written in: on a cluster labelled by GKE only, a pod
+    # affinity over nvidia.com/gpu.product would find no node with that key and never schedule
+    group = GroupAffinity(GPU_GROUP, value, placement.label_key, size)
     if has_group_term(template.spec, group) and template.labels.get(GPU_GROUP) == group.label_value \
             and size is None:
         return None
@@ -460,7 +509,7 @@ def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: S
         MISSING_SELECTOR,
         f"{_describe(profile)} is a GPU member of {member.source} {member.name} whose pods may land on "
         f"different GPU products: label it {GPU_GROUP}={group.label_value} and add a required podAffinity "
-        f"on that label with topologyKey {settings.label_key}",
+        f"on that label with topologyKey {placement.label_key}",
         join(template.spec_pointer, "affinity")), fixable=True))
     return group
 

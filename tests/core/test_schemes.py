@@ -1,0 +1,107 @@
+"""A product pin written in another label scheme than the policy's (issue 15, point 2): read as the
+pin it is and judged (kept, narrowed in its own scheme, refused with values of its own scheme); the
+webhook never adds a pin in a second scheme beside it."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from webhook.core import settings as settings_mod
+from webhook.core.engine import TemplateResult, judge
+
+S = settings_mod.default()  # GFD scheme: nvidia.com/gpu.product
+GFD = "nvidia.com/gpu.product"
+GKE = "cloud.google.com/gke-accelerator"
+KARPENTER = "karpenter.k8s.aws/instance-gpu-name"
+
+
+def pod(model: str, gpus: int, *flags: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    c = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.1", "command": ["vllm", "serve", model, *flags],
+         "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    meta: dict[str, Any] = {"name": "p", "namespace": "ai"}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [c], **spec}}
+
+
+def affinity(key: str, *values: str) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]}}}}
+
+
+def one(obj: Any, **kw: Any) -> TemplateResult:
+    (r,) = judge(obj, S, **kw)
+    return r
+
+
+def keys_pinned(obj: dict[str, Any]) -> set[str]:
+    terms = obj["spec"].get("affinity", {}).get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+    return {e["key"] for t in terms for e in t.get("matchExpressions", [])} | set(obj["spec"].get("nodeSelector", {}))
+
+
+SMALL = ("meta-llama/Llama-3.1-8B-Instruct", 1)
+BIG = ("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", "4")
+
+CASES = [
+    # pod, allowed, codes, keys pinned after the patch, placement key
+    pytest.param(pod(*SMALL, nodeSelector={GKE: "nvidia-l4"}), True, [], {GKE}, GKE, id="gke-l4-small-model-kept"),
+    pytest.param(pod(*BIG, nodeSelector={GKE: "nvidia-h100-80gb"}), True, [], {GKE}, GKE, id="gke-h100-70b-kept"),
+    pytest.param(pod(*BIG, **affinity(KARPENTER, "h100")), True, [], {KARPENTER}, KARPENTER, id="karpenter-h100"),
+    pytest.param(pod(*BIG, **affinity(GKE, "nvidia-l4", "nvidia-h100-80gb")), True, [], {GKE}, GKE,
+                 id="gke-narrowed-in-its-own-scheme"),
+    pytest.param(pod(*BIG, nodeSelector={GKE: "nvidia-l4"}), False, ["tier-mismatch"], {GKE}, None,
+                 id="gke-l4-70b-refused"),
+    pytest.param(pod(*BIG, nodeSelector={GKE: "nvidia-tesla-p4"}), False, ["tier-mismatch"], {GKE}, None,
+                 id="gke-unknown-value"),
+    pytest.param(pod(*BIG), True, [], {GFD}, GFD, id="no-pin-policy-scheme"),
+]
+
+
+@pytest.mark.parametrize(("obj", "allowed", "codes", "keys", "placement_key"), CASES)
+def test_a_pin_in_any_scheme_is_judged_and_never_doubled(obj: dict[str, Any], allowed: bool, codes: list[str],
+                                                         keys: set[str], placement_key: str | None) -> None:
+    r = one(obj)
+    assert r.decision.allowed is allowed
+    assert [v.code for v in r.decision.violations] == codes
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
+    assert keys_pinned(patched) == keys  # never a second scheme beside the user's
+    assert (r.decision.placement.label_key if r.decision.placement else None) == placement_key
+
+
+def test_narrowing_keeps_only_the_fitting_value_in_the_same_scheme() -> None:
+    obj = pod(*BIG, **affinity(GKE, "nvidia-l4", "nvidia-h100-80gb"))
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(one(obj).patch))
+    exprs = patched["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": GKE, "operator": "In", "values": ["nvidia-h100-80gb"]} in exprs
+    assert one(patched).patch == ()  # idempotent
+
+
+def test_a_refusal_offers_values_of_the_users_scheme() -> None:
+    (v,) = one(pod(*BIG, nodeSelector={GKE: "nvidia-l4"})).decision.violations
+    assert f"pins {GKE} to [nvidia-l4]" in v.message and "nvidia-h100-80gb" in v.message
+    assert "NVIDIA-" not in v.message.split("instead")[0].split("one of")[-1]  # no GFD spellings offered
+    assert v.path == "/spec/nodeSelector"
+    fixed = pod(*BIG, nodeSelector={GKE: "nvidia-h100-80gb"})
+    assert one(fixed).decision.allowed  # following the advice passes
+
+
+def test_a_group_on_a_gke_cluster_uses_the_gke_key_as_topology() -> None:
+    obj = pod(*BIG, labels={"jobset.sigs.k8s.io/jobset-name": "js"}, nodeSelector={GKE: "nvidia-h100-80gb"})
+    assert one(obj).decision.group is not None
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(one(obj).patch))
+    (term,) = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == GKE
+
+
+def test_amd_gpus_count_by_default() -> None:
+    """issue 15: pods asking for amd.com/gpu were not seen as GPU pods."""
+    obj = pod("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", "4")
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": 4}}
+    r = one(obj)
+    assert r.profile.gpus_per_pod == 4 and r.decision.tier == "hbm-nvlink" and r.decision.placement is not None
