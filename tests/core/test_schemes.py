@@ -99,9 +99,27 @@ def test_a_group_on_a_gke_cluster_uses_the_gke_key_as_topology() -> None:
     assert term["topologyKey"] == GKE
 
 
-def test_amd_gpus_count_by_default() -> None:
-    """issue 15: pods asking for amd.com/gpu were not seen as GPU pods."""
-    obj = pod("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", "4")
+def amd_pod(tp: str = "4") -> dict[str, Any]:
+    obj = pod("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", tp)
     obj["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": 4}}
-    r = one(obj)
-    assert r.profile.gpus_per_pod == 4 and r.decision.tier == "hbm-nvlink" and r.decision.placement is not None
+    return obj
+
+
+def test_amd_gpus_count_by_default_but_are_never_pinned_to_nvidia_products() -> None:
+    """issue 15: pods asking for amd.com/gpu were not seen as GPU pods. They count now (parallelism is
+    checked), but a GFD-scheme policy has no label AMD nodes carry: pinning nvidia.com/gpu.product
+    would make them unschedulable, so they are not placed, and a warning says how to judge them."""
+    r = one(amd_pod())
+    assert r.profile.gpus_per_pod == 4 and r.decision.allowed and r.patch == () and r.decision.placement is None
+    assert any("AMD GPUs are counted but not placed" in w for w in r.decision.warnings)
+    assert [v.code for v in one(amd_pod("8")).decision.violations] == ["tp-exceeds-gpus"]
+
+
+def test_amd_gpus_are_placed_by_a_policy_in_the_amd_scheme() -> None:
+    amd = settings_mod.from_mapping({"productLabel": "amd.com/gpu.product-name", "tiers": [
+        {"name": "hbm-nvlink", "description": "AMD Instinct", "multiGpu": True, "products": ["MI300X"]},
+        {"name": "cost", "description": "none", "multiGpu": False, "products": ["MI300X"]}]})
+    (r,) = judge(amd_pod(), amd)
+    assert r.decision.allowed and r.decision.placement is not None
+    assert r.decision.placement.label_key == "amd.com/gpu.product-name"
+    assert r.decision.placement.values == ("AMD_Instinct_MI300X_OAM",)

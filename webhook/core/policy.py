@@ -446,6 +446,15 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     values: tuple[str, ...] | None = None
     patch_needed = False
     key = settings.label_key
+    vendor = _other_vendor(template.spec, settings)
+    if vendor is not None and choice.tier is not None:
+        # the tier's products are pinned by a label this vendor's nodes do not carry: a pin would make
+        # the pod unschedulable, so it is counted (parallelism is checked) but not placed
+        warnings.append(f"{vendor} GPUs are counted but not placed: the policy pins {settings.label_key}, which "
+                        f"{vendor} nodes do not carry; to judge them, use a policy with productLabel "
+                        f"{settings.catalog.schemes.get('amd', 'amd.com/gpu.product-name')} and {vendor} products "
+                        f"in its tiers")
+        choice = _TierChoice(None)
     if choice.tier is not None:
         values, patch_needed, key = _placement(profile, template, settings, choice, findings, inventory)
         _node_name(profile, template, findings)
@@ -460,6 +469,28 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
         _group_fit(profile, template, settings, placement, inventory, findings, warnings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
                    warnings, choice.fits, mutate and settings.mutate, group)
+
+
+_VENDOR_RESOURCES: Mapping[str, tuple[str, str]] = {"amd.com/": ("AMD", "amd")}
+"""GPU resource prefix -> (vendor, catalog label scheme of that vendor's nodes)."""
+
+
+def _other_vendor(spec: Mapping[str, Any], settings: Settings) -> str | None:
+    """The vendor of the pod's GPUs when they are counted by a resource of another vendor than the
+    policy's label scheme labels (``amd.com/gpu`` under the GFD scheme), else ``None``."""
+    names: set[str] = set()
+    for field in ("containers", "initContainers"):
+        items = spec.get(field)
+        for c in items if isinstance(items, list) else []:
+            resources = c.get("resources") if isinstance(c, Mapping) else None
+            for part in ("limits", "requests"):
+                amounts = resources.get(part) if isinstance(resources, Mapping) else None
+                if isinstance(amounts, Mapping):
+                    names.update(k for k in amounts if isinstance(k, str) and k in settings.gpu_resources)
+    for prefix, (vendor, scheme) in _VENDOR_RESOURCES.items():
+        if names and all(n.startswith(prefix) for n in names) and settings.label_scheme != scheme:
+            return vendor
+    return None
 
 
 def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Settings, inventory: Inventory,
