@@ -15,7 +15,7 @@ The invariants (``Checker.check``):
 - every 200 is a valid AdmissionReview: same apiVersion/kind, ``response.uid`` equal to the
   request's, ``allowed`` a bool, only known response fields, a denial carries ``status.code`` and a
   non-empty message, ``/mutate`` never denies, warnings are one line of at most 120 characters and
-  within the 4 KiB total, audit annotation keys are valid names and values at most 1 KiB;
+  within the 4 KiB total, audit annotation keys are valid names and values at most 1 KiB (the whole-text ``message``: 8 KiB);
 - every patch is base64 JSON Patch that applies to the object it was made for (``jsonpatch``),
   changes only node/pod affinity, and yields a schema-valid Pod (``kubernetes_validate``, strict)
   whenever the pod it patched was one; re-sending the patched pod to ``/mutate`` adds nothing
@@ -43,7 +43,7 @@ import kubernetes_validate
 import yaml
 
 from webhook.core.workloads import pod_templates
-from webhook.server.review import WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL
+from webhook.server.review import AUDIT_MESSAGE_MAX, WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "nvidia.com/gpu.product"
@@ -792,7 +792,8 @@ class Checker:
             raise _fail("warnings break the caps", endpoint, body, warnings)
         annotations = r.get("auditAnnotations", {})
         if not isinstance(annotations, dict) or not all(
-                isinstance(k, str) and _ANNOTATION_KEY.match(k) and isinstance(v, str) and len(v) <= 1024
+                isinstance(k, str) and _ANNOTATION_KEY.match(k) and isinstance(v, str)
+                and len(v) <= (AUDIT_MESSAGE_MAX if k == "message" else 1024)
                 for k, v in annotations.items()):
             raise _fail("bad audit annotations", endpoint, body, annotations)
         text = json.dumps([r.get("status"), warnings, annotations])

@@ -106,7 +106,8 @@ def test_a_pytorchjob_pinned_to_l40s_is_denied_with_the_fix() -> None:
     assert [v.code for r in results for v in r.decision.violations] == ["tier-mismatch", "tier-mismatch"]
     assert "/spec/pytorchReplicaSpecs/Worker/template/spec/nodeSelector" in [
         v.path for r in results for v in r.decision.violations]
-    assert all("pin it to [" in v.message for r in results for v in r.decision.violations)
+    assert all("remove nodeSelector nvidia.com/gpu.product" in v.message and "set it to one of [" in v.message
+               for r in results for v in r.decision.violations)
 
 
 def test_operator_kinds_are_judged_by_the_webhook() -> None:

@@ -428,6 +428,6 @@ def test_d_pytorchjob_pinned_to_l40s_is_denied_with_the_fix(pytorchjob_crd: Cont
     assert done.returncode != 0, f"a 70B PyTorchJob pinned to L40S was admitted:\n{done.stdout}{done.stderr}"
     assert "denied the request" in done.stderr and "tier-mismatch" in done.stderr, done.stderr
     # the fix: the products to pin instead, and where the pin is
-    assert "pin it to" in done.stderr and A100 in done.stderr and H100 in done.stderr, done.stderr
+    assert "set it to one of" in done.stderr and A100 in done.stderr and H100 in done.stderr, done.stderr
     assert "/spec/pytorchReplicaSpecs/" in done.stderr and "nodeSelector" in done.stderr, done.stderr
     assert cp.get("pytorchjob", "llama-70b-fsdp", ENFORCE) is None

@@ -69,7 +69,7 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
         for v in d.violations:
             out.append(f"  {v.code}: {v.message}")
         for w in d.warnings:
-            if not any(w == f"{v.code}: {v.message}" for v in d.violations):
+            if not any(w in (v.short(), f"{v.code}: {v.message}") for v in d.violations):
                 out.append(f"  warning: {w}")
         out.append("")
     return "\n".join(out)

@@ -129,7 +129,7 @@ def render_text(rows: Sequence[Row]) -> str:
 
 
 def _is_violation_echo(warning: str, decision: Any) -> bool:
-    return any(warning == f"{v.code}: {v.message}" for v in decision.violations)
+    return any(warning in (v.short(), f"{v.code}: {v.message}") for v in decision.violations)
 
 
 def render_junit(rows: Sequence[Row]) -> str:

@@ -201,10 +201,18 @@ class Violation:
 
     code: str
     message: str
+    """What is wrong, measured, and the fix, whole (denials, audit annotations, logs, ``check``)."""
     path: str
+    fix: str = ""
+    """The one change that fixes it, short enough for a kubectl warning line (``code: fix`` within
+    120 characters): what audit users see first. Empty when the message leads with it already."""
 
     def public(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message, "path": self.path}
+        return {"code": self.code, "message": self.message, "path": self.path, "fix": self.fix}
+
+    def short(self) -> str:
+        """The kubectl warning line of this violation: the code and the fix (else the message)."""
+        return f"{self.code}: {self.fix or self.message}"
 
 
 @dataclass(frozen=True)

@@ -135,14 +135,16 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
             findings.append(_Finding(Violation(
                 INVALID_ANNOTATION,
                 f"annotation {TIER}={profile.tier_override[:40]!r} names no tier: use one of {names}",
-                join(template.pointer, "metadata", "annotations", TIER))))
+                join(template.pointer, "metadata", "annotations", TIER),
+                fix=f"set annotation {TIER} to one of {names}"[:FIX_BUDGET - len(INVALID_ANNOTATION) - 2])))
         elif multi and not tier.multi_gpu:
             findings.append(_Finding(Violation(
                 TIER_MISMATCH,
                 f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs x {profile.pods} pods, but tier "
                 f"{tier.name} is for single-GPU work (no NVLink): remove annotation {TIER} or set it to "
                 f"{settings.multi_gpu_tier}",
-                join(template.pointer, "metadata", "annotations", TIER))))
+                join(template.pointer, "metadata", "annotations", TIER),
+                fix=f"remove annotation {TIER} or set it to {settings.multi_gpu_tier}")))
             return _TierChoice(None)
         else:
             return _evaluate(tier, profile, settings, inventory)
@@ -227,7 +229,8 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                 + (f" x {profile.pods} pods" if profile.pods > 1 else "")
                 + f" but does not pin {settings.label_key}: add a required nodeAffinity "
                 f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
-                spec_path), fixable=True))
+                spec_path, fix=_fix(MISSING_SELECTOR, f"add required nodeAffinity {settings.label_key} In ",
+                                    _shown_list(choice, fitting))), fixable=True))
         return tuple(fitting), True, settings.label_key
 
     def acceptable(value: str) -> bool:
@@ -248,7 +251,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             code,
             f"{_describe(profile)} pins {settings.label_key} to [{', '.join(bad)}] outside tier "
             f"{choice.tier.name}: keep only [{', '.join(good)}]",
-            selection_path), fixable=True))
+            selection_path, fix=_fix(code, f"keep only {settings.label_key} In ", good)), fixable=True))
         return tuple(good), True, settings.label_key
     pinned_products = {_product_of(settings, v) for v in bad}
     if pinned_products <= fit_by_product.keys() and any(fit_by_product[p] for p in pinned_products if p):
@@ -261,13 +264,37 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
         unfit = [f for o, f in zip(choice.options, choice.fits) if pinned_products & set(o.products)]
         findings.append(_Finding(_does_not_fit(profile, choice, settings, selection_path, only=unfit)))
         return None, False, settings.label_key
-    findings.append(_Finding(Violation(
-        TIER_MISMATCH,
-        f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {settings.label_key} to "
-        f"[{', '.join(bad)}]: pin it to [{_shown(choice, fitting) or 'a fitting product'}] instead"
-        f" (or set annotation {TIER} to a tier that holds those GPUs)",
-        selection_path)))
+    findings.append(_Finding(_mismatch(profile, template, settings, choice, bad, pinned.via_node_selector,
+                                       selection_path)))
     return None, False, settings.label_key
+
+
+def _mismatch(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
+              bad: Sequence[str], via_node_selector: bool, path: str) -> Violation:
+    """``tier-mismatch`` for a pin outside the tier, with the fix the pin's own field takes: a
+    nodeSelector holds one value (set it to one of them, or remove it and let the webhook pin the
+    tier); an affinity takes the list. The tier annotation is offered only when some tier that the
+    pod may use (a multi-GPU tier for a multi-GPU pod) holds every pinned product."""
+    assert choice.tier is not None
+    key = settings.label_key
+    wanted = [f.value for f in choice.fits if f.fits]  # fitting, present or not: never a placeholder
+    values = _shown_list(choice, choice.usable() or wanted)
+    products = {_product_of(settings, v) for v in bad}
+    multi = _is_multi(profile)
+    holders = [t.name for t in settings.tiers if t.name != choice.tier.name and (t.multi_gpu or not multi)
+               and None not in products and products <= set(t.products)]
+    other = f" (or set annotation {TIER}: {holders[0]} to keep that GPU)" if holders else ""
+    if via_node_selector:
+        fix = _fix(TIER_MISMATCH, f"remove nodeSelector {key} (the webhook pins the tier) or set it to one of ", values)
+        advice = (f"remove nodeSelector {key} and let gpu-admission pin tier {choice.tier.name}, or set it to one of "
+                  f"[{', '.join(values)}]")
+    else:
+        fix = _fix(TIER_MISMATCH, f"pin {key} In ", values, " instead")
+        advice = f"pin {key} In [{', '.join(values)}] instead"
+    if not values:
+        fix = advice = f"remove the {key} pin: no GPU of tier {choice.tier.name} is known to hold it"
+    return Violation(TIER_MISMATCH, f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {key} to "
+                     f"[{', '.join(bad)}]: {advice}{other}", path, fix=fix)
 
 
 def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
@@ -293,19 +320,22 @@ def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings
         findings.append(_Finding(Violation(
             MISSING_SELECTOR if multi else TIER_MISMATCH,
             f"{_describe(profile)} pins {pin.key} to [{', '.join(bad)}] outside tier {choice.tier.name}: "
-            f"keep only [{', '.join(good)}]", path), fixable=True))
+            f"keep only [{', '.join(good)}]", path,
+            fix=_fix(MISSING_SELECTOR if multi else TIER_MISMATCH, f"keep only {pin.key} In ", good)), fixable=True))
         return tuple(good), True
     fitting_ids = [pid for pid, fits in fit_by_product.items() if fits]
     offer = schemes.values_for(settings.catalog, pin.scheme, fitting_ids)
     unknown = [v for v in bad if not named[v]]
     what = (f" ({', '.join(unknown)}: not a {pin.key} value of any GPU the catalog knows)" if unknown else "")
-    fix = (f"pin {pin.key} to one of [{', '.join(offer)}] instead" if offer else
-           f"no GPU with a {pin.key} label fits tier {choice.tier.name}: remove the {pin.key} pin and let "
-           f"gpu-admission pin {settings.label_key}")
+    advice = (f"pin {pin.key} to one of [{', '.join(offer)}] instead" if offer else
+              f"no GPU with a {pin.key} label fits tier {choice.tier.name}: remove the {pin.key} pin and let "
+              f"gpu-admission pin {settings.label_key}")
+    short = (_fix(TIER_MISMATCH, f"set {pin.key} to one of ", offer) if offer else
+             f"remove the {pin.key} pin; gpu-admission pins {settings.label_key}")
     findings.append(_Finding(Violation(
         TIER_MISMATCH,
         f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {pin.key} to [{', '.join(bad)}]{what}: "
-        f"{fix}", path)))
+        f"{advice}", path, fix=short)))
     return None, False
 
 
@@ -322,7 +352,37 @@ def _unavailable(profile: WorkloadProfile, choice: _TierChoice, path: str, inven
         f"(tier {choice.tier.name}), but no node of the cluster offers that; the cluster has: "
         f"{inventory.describe()}. Request fewer GPUs per pod, add such nodes, or choose another tier with "
         f"annotation {TIER}",
-        path)
+        path, fix=_fix(NOT_IN_CLUSTER, "add nodes of ", _shown_list(choice, wanted), " or request fewer GPUs per pod"))
+
+
+FIX_BUDGET = 118
+"""``code: fix`` must fit a kubectl warning line (120 characters, review.WARNING_MAX_CHARS)."""
+
+
+def listed(values: Sequence[str], budget: int) -> str:
+    """``values`` joined for a fix line: as many as fit in ``budget`` characters, then ``+N more``
+    (never a value cut in the middle)."""
+    out: list[str] = []
+    for i, value in enumerate(values):
+        rest = len(values) - i - 1
+        tail = f", +{rest} more" if rest else ""
+        candidate = ", ".join([*out, value])
+        if len(candidate) + len(tail) > budget and out:
+            return ", ".join(out) + f", +{len(values) - i} more"
+        out.append(value)
+    return ", ".join(out)
+
+
+def _fix(code: str, head: str, values: Sequence[str], tail: str = "") -> str:
+    """``head [values] tail`` within :data:`FIX_BUDGET` once prefixed with ``code: ``."""
+    room = FIX_BUDGET - len(code) - 2 - len(head) - len(tail) - 2
+    return f"{head}[{listed(list(values), max(room, 20))}]{tail}"
+
+
+def _shown_list(choice: _TierChoice, values: Sequence[str]) -> list[str]:
+    """:func:`_shown` as a list."""
+    shown = _shown(choice, values)
+    return shown.split(", ") if shown else []
 
 
 def _shown(choice: _TierChoice, values: Sequence[str]) -> str:
@@ -348,7 +408,7 @@ def _node_name(profile: WorkloadProfile, template: PodTemplate, findings: list[_
         MISSING_SELECTOR,
         f"{_describe(profile)} sets spec.nodeName={node[:63]!r}, which bypasses the scheduler and the GPU "
         f"product pin: remove nodeName and let the scheduler place the pod on its tier",
-        join(template.spec_pointer, "nodeName"))))
+        join(template.spec_pointer, "nodeName"), fix="remove spec.nodeName; the scheduler places the pod on its tier")))
 
 
 def _product_of(settings: Settings, value: str) -> str | None:
@@ -386,7 +446,8 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
             f"{profile.framework or 'the launcher'} runs {layout} = {profile.gpus_used} GPUs but the pod "
             f"requests {profile.gpus_per_pod} {resource}{pods}: request {per_pod} GPUs per pod or lower "
             f"the parallelism to fit {available}",
-            _container_path(template, profile.container))))
+            _container_path(template, profile.container),
+            fix=f"request {per_pod} {resource} per pod, or lower {layout} to {available} GPUs")))
     elif profile.gpus_used < available:
         warnings.append(
             f"{profile.gpus_per_pod * profile.pods} GPUs requested but {profile.framework or 'the launcher'} "
@@ -541,7 +602,8 @@ def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: S
         f"{_describe(profile)} is a GPU member of {member.source} {member.name} whose pods may land on "
         f"different GPU products: label it {GPU_GROUP}={group.label_value} and add a required podAffinity "
         f"on that label with topologyKey {placement.label_key}",
-        join(template.spec_pointer, "affinity")), fixable=True))
+        join(template.spec_pointer, "affinity"),
+        fix=f"add required podAffinity on label {GPU_GROUP} (topologyKey {placement.label_key})"), fixable=True))
     return group
 
 
@@ -559,7 +621,9 @@ def _group_fit(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                f"(pods of {profile.gpus_per_pod} GPUs the nodes of each can hold: {have}): add nodes of one "
                f"product, or request fewer pods or GPUs per pod")
     if settings.group_fit == "deny":
-        findings.append(_Finding(Violation(GROUP_DOES_NOT_FIT, message, template.spec_pointer)))
+        findings.append(_Finding(Violation(GROUP_DOES_NOT_FIT, message, template.spec_pointer,
+                                           fix=f"add nodes of one product for {profile.pods} pods x "
+                                               f"{profile.gpus_per_pod} GPUs, or request fewer")))
     else:
         warnings.append(f"{GROUP_DOES_NOT_FIT} (admitted, inventory.groupFit: warn): {message}")
 
@@ -574,7 +638,7 @@ def _finish(mode: str, tier: str | None, placement: Placement | None, patch_need
     violations = tuple(f.violation for f in findings if not (mutate and f.fixable))
     audit = mode == "audit"
     if audit:
-        warnings = [f"{v.code}: {v.message}" for v in violations] + warnings
+        warnings = [v.short() for v in violations] + warnings
     if patch_needed and not mutate:
         placement = None
     return Decision(

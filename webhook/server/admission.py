@@ -77,7 +77,22 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
     codes = sorted({v.code for r in results for v in r.decision.violations})
     if codes:
         out["violations"] = ",".join(codes)
+    message = full_message(results)
+    if message:
+        out["message"] = message
     return out
+
+
+def full_message(results: Sequence[TemplateResult]) -> str:
+    """Every violation and warning of the object, whole: kubectl shows each warning cut to one line,
+    so the audit annotation ``message`` and the decision log line carry the complete texts."""
+    parts = []
+    for r in results:
+        where = f"[{r.template.template}] " if r.template.template else ""
+        parts += [f"{where}{v.code}: {v.message} (at {v.path or '/'})" for v in r.decision.violations]
+        echoed = {v.short() for v in r.decision.violations}
+        parts += [f"{where}{w}" for w in r.decision.warnings if w not in echoed]
+    return "; ".join(dict.fromkeys(parts))
 
 
 def _denial_message(req: Request, results: Sequence[TemplateResult]) -> str:

@@ -21,6 +21,8 @@ API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
 WARNING_MAX_CHARS = 120
+AUDIT_MESSAGE_MAX = 8192
+"""The whole-text audit annotation ``message``: room for every violation and warning of a big object."""
 """kube-apiserver keeps warnings short; longer than 256 may be truncated, 120 reads well in kubectl."""
 WARNINGS_MAX_TOTAL = 4096
 """The apiserver's budget for warnings across all webhooks of one request; leave room for others."""
@@ -116,11 +118,17 @@ def parse(body: bytes, content_type: str | None) -> Request:
 
 
 def one_line(text: str, limit: int = WARNING_MAX_CHARS) -> str:
-    """A warning kubectl shows whole: no newlines (only the first line would show), at most ``limit``."""
+    """A warning kubectl shows whole: no newlines (only the first line would show), at most ``limit``
+    characters, cut at a space so that no word or product name is broken (the whole text is in the
+    audit annotation ``message`` and the decision log line)."""
     flat = " ".join(text.split())
     if flat.lower().startswith("warning:"):
         flat = flat[len("warning:"):].lstrip()
-    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit - 1)
+    head = flat[:cut] if cut > limit // 2 else flat[: limit - 1]
+    return head.rstrip(" ,;:([") + "\u2026"
 
 
 def cap_warnings(warnings: Iterable[str], budget: int = WARNINGS_BUDGET) -> list[str]:
@@ -174,5 +182,6 @@ def respond(
     if capped:
         response["warnings"] = capped
     if audit_annotations:
-        response["auditAnnotations"] = {k: clean(v)[:1024] for k, v in audit_annotations.items()}
+        response["auditAnnotations"] = {k: clean(v)[:AUDIT_MESSAGE_MAX if k == "message" else 1024]
+                                        for k, v in audit_annotations.items()}
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
