@@ -66,9 +66,9 @@ PLANTED = {
 RESPONSE_FIELDS = {"uid", "allowed", "status", "patchType", "patch", "warnings", "auditAnnotations"}
 _ANNOTATION_KEY = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 AFFINITY_PATH = re.compile(r"^(/[^/]+)*/spec/affinity(/|$)"
-                           # a group member's own label and its size, nothing else of the metadata
+                           # a group member's own label and its size, the pinned note, nothing else of the metadata
                            r"|^(/[^/]+)*/metadata(/labels(/gpu-admission\.io~1gpu-group)?"
-                           r"|/annotations(/gpu-admission\.io~1group-size)?)?$")
+                           r"|/annotations(/gpu-admission\.io~1(group-size|pinned))?)?$")
 
 
 # ----------------------------------------------------------------------------- corpus

@@ -223,6 +223,12 @@ class Placement:
     values: tuple[str, ...]
     exclude_nodes: tuple[str, ...] = ()
     """Nodes to keep the pod off (mixed or mislabeled GPU nodes carrying one of ``values``)."""
+    reason: str = ""
+    """Why the pod is pinned there (tier, model, size, parallelism): the mutating patch writes it as
+    annotation ``gpu-admission.io/pinned`` so the pod itself says what pinned it."""
+    products: tuple[str, ...] = ()
+    """The catalog's short names of the products ``values`` name, once each (for people: a product
+    has several label spellings)."""
 
 
 @dataclass(frozen=True)

@@ -85,9 +85,14 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
                                  problems=inferred.problems, inventory=inventory)
         ops: tuple[dict[str, JSON], ...] = ()
         if template.patchable and (decision.patch_needed or decision.group is not None):
-            ops = tuple(patches.build(template.pointer, template.spec,
-                                      decision.placement if decision.patch_needed else None, decision.group,
-                                      spec_pointer=template.spec_pointer, metadata=template.metadata))
+            placement = decision.placement if decision.patch_needed else None
+            if placement is not None and template.spec_at is not None:
+                # a PodSpec written in place (KServe's predictor) has the object's metadata, not its own:
+                # the pinned note belongs on the pods, which the pod webhook writes it on
+                placement = replace(placement, reason="")
+            ops = tuple(patches.build(template.pointer, template.spec, placement, decision.group,
+                                      spec_pointer=template.spec_pointer,
+                                      metadata=_written_metadata(obj, template.pointer[len(prefix):])))
         if template.notes:  # what the kind's reader could not see (a runtime not in the input)
             decision = replace(decision, warnings=tuple(dict.fromkeys((*template.notes, *decision.warnings))))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
@@ -118,6 +123,23 @@ def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> Templa
                f"resources (policy gpuResources), or see the README's supported kinds")
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
+
+
+def _written_metadata(obj: Any, pointer: str) -> Mapping[str, Any] | None:
+    """The metadata of the template at ``pointer`` (relative to ``obj``) as the object has it, for
+    the label and annotation ops: a reader may judge a copy with hints in its annotations (a
+    RayService's serveConfigV2), but the patch applies to what is written. ``None`` when absent."""
+    holder: Any = obj
+    for token in pointer.split("/")[1:] if pointer else ():
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(holder, Mapping):
+            holder = holder.get(token)
+        elif isinstance(holder, list) and token.isdigit() and int(token) < len(holder):
+            holder = holder[int(token)]
+        else:
+            return None
+    metadata = holder.get("metadata") if isinstance(holder, Mapping) else None
+    return metadata if isinstance(metadata, Mapping) else None
 
 
 LEADERS = frozenset({"leader", "Launcher"})

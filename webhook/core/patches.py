@@ -17,6 +17,10 @@ from typing import Any
 
 from webhook.core.domain import JSON, GroupAffinity, Placement
 from webhook.core.groups import GROUP_SIZE
+
+PINNED = "gpu-admission.io/pinned"
+"""Annotation the mutating patch writes on a pod it pins: tier, model, size and GPUs, so that
+`kubectl get pod -o yaml` says what pinned the pod and why."""
 from webhook.core.selection import HOSTNAME, term_excludes, term_values
 from webhook.core.workloads import join
 
@@ -52,6 +56,8 @@ def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement |
     its metadata and labels exist)."""
     spec_at = join(template_pointer, "spec") if spec_pointer is None else spec_pointer
     ops = node_affinity_ops(spec_at, spec, placement) if placement is not None else []
+    if ops and placement is not None and placement.reason:
+        ops += label_ops(join(template_pointer, "metadata"), metadata, PINNED, placement.reason, field="annotations")
     if group is not None:
         # the pod affinity goes into the spec as the node affinity ops leave it. Those ops change
         # nothing outside spec.affinity.nodeAffinity except, when spec.affinity is absent or not an
@@ -75,7 +81,8 @@ def label_ops(metadata_pointer: str, metadata: Mapping[str, Any] | None, key: st
     """Ops that set label (or annotation, ``field``) ``key`` = ``value`` in the metadata at
     ``metadata_pointer`` (none when it is set already; the map or ``metadata`` created when absent
     or not an object)."""
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, Mapping) or not metadata:
+        # absent, or empty (the engine cannot tell the two apart, and adding over {} loses nothing)
         return [{"op": "add", "path": metadata_pointer, "value": {field: {key: value}}}]
     labels = metadata.get(field)
     if not isinstance(labels, Mapping):

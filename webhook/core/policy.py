@@ -521,7 +521,7 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
         _node_name(profile, template, findings)
     _parallelism(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
-    placement = Placement(key, values) if values else None
+    placement = _placement_of(profile, settings, key, values, choice) if values else None
     if placement is not None and inventory is not None and _is_multi(profile) and key == settings.label_key:
         placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
         patch_needed = patch_needed or excluded_now
@@ -554,6 +554,17 @@ def _other_vendor(spec: Mapping[str, Any], settings: Settings) -> str | None:
     return None
 
 
+def _placement_of(profile: WorkloadProfile, settings: Settings, key: str, values: tuple[str, ...],
+                  choice: _TierChoice) -> Placement:
+    """The placement with its reason and the products' short names (one per product)."""
+    scheme = next((name for name, k in settings.catalog.schemes.items() if k == key), settings.label_scheme)
+    products = tuple(dict.fromkeys(p for v in values for p in settings.catalog.named_products(v, scheme)))
+    pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
+    tier = choice.tier.name if choice.tier else "none"
+    reason = f"tier {tier}: {_describe(profile)}, {profile.gpus_per_pod} GPUs per pod{pods}"
+    return Placement(key, values, reason=reason, products=products)
+
+
 def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Settings, inventory: Inventory,
                      warnings: list[str]) -> tuple[Placement, bool]:
     """Mixed or mislabeled nodes carrying one of the placement's values: report them and, unless the
@@ -568,7 +579,7 @@ def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Sett
         warnings.append(f"multi-GPU pod may land on untrusted GPU nodes ({reasons})")
         return placement, False
     warnings.append(f"kept off untrusted GPU nodes ({reasons})")
-    placement = Placement(placement.label_key, placement.values, exclude_nodes=names)
+    placement = replace(placement, exclude_nodes=names)
     return placement, not excludes_everywhere(template.spec, frozenset(names))
 
 

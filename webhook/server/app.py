@@ -65,6 +65,13 @@ class _CertStatus:
         return self._cache[1], self._cache[2]
 
 
+def _whole_message(reply: dict[str, Any]) -> dict[str, str]:
+    response = reply.get("response")
+    notes = response.get("auditAnnotations") if isinstance(response, dict) else None
+    message = notes.get("message") if isinstance(notes, dict) else None
+    return {"message": message} if isinstance(message, str) and message else {}
+
+
 def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                cert_file: str | Path | None = None, key_file: str | Path | None = None,
                metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter,
@@ -154,6 +161,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                 "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
                 "allowed": outcome.allowed, "codes": list(outcome.codes), "tier": outcome.tier,
                 "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3),
+                # the whole texts kubectl shows cut to one line each (already redacted in the reply)
+                **_whole_message(outcome.review),
                 **({"queued_ms": round(waited * 1000, 1)} if waited is not None else {})}})
         return _json(outcome.review)
 
