@@ -250,14 +250,16 @@ CASES = [
     row("nim/nimservice-kserve-knative-llama-3.2-1b.yaml", "NIMService", "service",
         "meta/llama-3.2-1b-instruct", 1.24, 1, 1, 1, COST, A),
     # ---------------------------------------------------------------- TEI, TorchServe, Triton
-    row("tei/tei-turing-bge-reranker-v2-m3.yaml", "Deployment", None, "BAAI/bge-reranker-v2-m3", 0.568, 1, 1, 1, COST, A),
+    row("tei/tei-turing-bge-reranker-v2-m3.yaml", "Deployment", None,
+        "BAAI/bge-reranker-v2-m3", 0.568, 1, 1, 1, COST, A),
     row("tei/tei-turing-multilingual-e5-large-instruct.yaml", "Deployment", None,
         "intfloat/multilingual-e5-large-instruct", 0.56, 1, 1, 1, COST, A),
     row("torchserve/isvc-torchserve-kfs-mnist-v2-gpu.yaml", "InferenceService", "predictor",
         None, None, 1, 1, 1, None, A),
     row("triton/ai-on-gke-tritonserver-model-repository-l4.yaml", "Deployment", None, None, None, 1, 1, 1, None, A),
     # ---------------------------------------------------------------- vLLM docs and production stack
-    row("vllm/k8s-docs-mistral-7b-amd-rocm.yaml", "Deployment", None, "mistralai/Mistral-7B-v0.3", 7.25, 1, 1, 1, None, A),
+    row("vllm/k8s-docs-mistral-7b-amd-rocm.yaml", "Deployment", None,
+        "mistralai/Mistral-7B-v0.3", 7.25, 1, 1, 1, None, A),
     row("vllm/k8s-docs-mistral-7b-nvidia.yaml", "Deployment", None,
         "mistralai/Mistral-7B-Instruct-v0.3", 7.25, 1, 1, 1, COST, A),
     row("vllm-stack/vllmruntime-llama-3.1-8b.yaml", "VLLMRuntime", None,
