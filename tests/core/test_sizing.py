@@ -375,3 +375,167 @@ def test_fit_options_is_bounded() -> None:
     for i in range(sizing._FITS_MAX + 5):
         sizing.fit_options(llm(1.0 + i / 1000), _OPTS[:1], CAT, **_PARAMS)
     assert len(sizing._FITS) <= sizing._FITS_MAX
+
+
+# --------------------------------------------------------------------------- expert and data parallelism (issue 15, point 3)
+
+from webhook.core.sizing import weight_layout, weight_split  # noqa: E402
+
+R1 = {"model": "deepseek-ai/DeepSeek-R1", "params_b": 671.0, "active_params_b": 37.0, "layers": 61,
+      "bytes_per_param": 1.0, "role": "inference", "kind": "llm"}
+
+
+def moe(framework: str, *, tp: int, dp: int = 1, gpus: int = 8, pods: int = 1, ep: bool = False,
+        dp_attention: bool = False, pp: int = 1, **kw: object) -> WorkloadProfile:
+    fields = {**R1, **kw}
+    return WorkloadProfile(framework=framework, tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp,
+                           gpus_per_pod=gpus, pods=pods, expert_parallel=ep, dp_attention=dp_attention,
+                           **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("profile", "product", "fits"),
+    [
+        # vLLM "Expert Parallel Deployment": DeepSeek-V3 at TP1 x DP8 with EP "will work on a H200 (or H20)
+        # node with 8 GPUs. For H100 ... refer to the multi-node deployment section" (DP16 over 2 nodes).
+        pytest.param(moe("vllm", tp=1, dp=16, pods=2, ep=True), "H100-SXM5-80GB", True, id="vllm-dp16-ep-2x8-h100"),
+        pytest.param(moe("vllm", tp=1, dp=16, pods=2, ep=True), "H200", True, id="vllm-dp16-ep-2x8-h200"),
+        pytest.param(moe("vllm", tp=1, dp=8, ep=True), "H200", True, id="vllm-dp8-ep-1x8-h200"),
+        pytest.param(moe("vllm", tp=1, dp=8, ep=True), "H100-SXM5-80GB", False, id="vllm-dp8-ep-1x8-h100-no"),
+        pytest.param(moe("vllm", tp=1, dp=4, ep=True, gpus=4), "H200", False, id="vllm-dp4-ep-oversubscribed-no"),
+        pytest.param(moe("vllm", tp=1, dp=4, ep=True, gpus=4), "B200", False, id="vllm-dp4-ep-b200-no"),
+        pytest.param(moe("vllm", tp=8, dp=2, pods=2, ep=True), "H100-SXM5-80GB", True, id="vllm-tp8-dp2-ep-2x8-h100"),
+        # "By default, expert layers form a tensor parallel group of size DP x TP": DP splits them without EP too
+        pytest.param(moe("vllm", tp=1, dp=16, pods=2), "H100-SXM5-80GB", True, id="vllm-dp16-no-ep-flag-h100"),
+        # SGLang "Understanding TP, DP, and DP-Attention": one TP group of --tp GPUs, attention over TP/DP
+        pytest.param(moe("sglang", tp=16, dp=16, pods=2, ep=True, dp_attention=True), "H100-SXM5-80GB", True,
+                     id="sglang-tp16-dp16-dpa-ep-2x8-h100"),
+        pytest.param(moe("sglang", tp=8, dp=8, ep=True, dp_attention=True), "H200", True,
+                     id="sglang-tp8-dp8-dpa-ep-h200"),
+        pytest.param(moe("sglang", tp=8, dp=8, ep=True, dp_attention=True), "H100-SXM5-80GB", False,
+                     id="sglang-tp8-dp8-dpa-ep-h100-no"),
+        pytest.param(moe("sglang", tp=16, pods=2), "H100-SXM5-80GB", True, id="sglang-tp16-2x8-h100"),
+        pytest.param(moe("sglang", tp=8), "H100-SXM5-80GB", False, id="sglang-tp8-h100-no"),
+        # data parallelism this module does not know how to split: the whole model per TP x PP group
+        pytest.param(moe("tensorrt-llm", tp=1, dp=16, pods=2, ep=True), "B200", False, id="trtllm-dp-unknown-no"),
+        pytest.param(moe("sglang", tp=1, dp=16, pods=2, ep=True), "B200", False, id="sglang-dp-without-dpa-replicas"),
+    ],
+)
+def test_expert_and_data_parallel_fits(profile: WorkloadProfile, product: str, fits: bool) -> None:
+    result = fit(profile, opt(product))
+    assert result.fits is fits, result.reason
+
+
+def test_wide_ep_reason_shows_the_split() -> None:
+    result = fit(moe("vllm", tp=1, dp=16, pods=2, ep=True), opt("H100-SXM5-80GB"))
+    assert result.reason == ("needs 62.4 GiB per GPU (55 weights + 2 overhead + 5.5 KV) of 71.7 usable (79.6 x 0.9); "
+                             "671B x 1 B/param: 652.8B experts over DP16 x TP1 (EP), 18.2B dense over TP1 per DP "
+                             "rank (8 of 256 experts active)")
+    sglang = fit(moe("sglang", tp=16, dp=16, pods=2, ep=True, dp_attention=True), opt("H100-SXM5-80GB"))
+    assert "652.8B experts over TP16, 18.2B dense over TP16/DP16 = 1 per DP group (DP attention)" in sglang.reason
+    assert sglang.need_gib == pytest.approx(result.need_gib)
+
+
+def test_sglang_ep_size_does_not_change_memory() -> None:
+    """SGLang: "Total memory per GPU = total_expert_params / 8 - identical to pure TP8 or pure EP8"."""
+    plain = fit(moe("sglang", tp=16, pods=2), opt("H200"))
+    with_ep = fit(moe("sglang", tp=16, pods=2, ep=True, expert_parallel_size=16), opt("H200"))
+    assert with_ep.need_gib == plain.need_gib
+    assert with_ep.reason == plain.reason
+
+
+def test_dense_model_with_data_parallel_is_a_replica_per_rank() -> None:
+    dense = WorkloadProfile(framework="vllm", params_b=70.6, tensor_parallel=2, pipeline_parallel=1, data_parallel=4,
+                            gpus_per_pod=8, role="inference", kind="llm")
+    assert fit(dense, opt("H200")).need_gib == fit(dataclasses.replace(dense, data_parallel=None), opt("H200")).need_gib
+    assert "over TP2 x PP1" in fit(dense, opt("H200")).reason
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16, 32]), st.booleans(),
+       st.sampled_from(["vllm", "sglang"]))
+def test_more_data_parallel_ranks_never_need_more_memory_per_gpu(tp: int, dp: int, ep: bool, framework: str) -> None:
+    dpa = framework == "sglang"
+    one = fit(moe(framework, tp=tp * (dp if dpa else 1), dp=dp, ep=ep, dp_attention=dpa), opt("H200"))
+    more = fit(moe(framework, tp=tp * (dp * 2 if dpa else 1), dp=dp * 2, ep=ep, dp_attention=dpa), opt("H200"))
+    assert one.need_gib is not None and more.need_gib is not None
+    assert more.need_gib <= one.need_gib + 1e-9
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([2, 4, 8, 16]))
+def test_expert_split_never_needs_less_than_the_config_derived_split(tp: int, dp: int) -> None:
+    """DeepSeek-V3's config gives 653.9B routed-expert parameters (58 MoE layers x 256 experts x 3 x 7168 x
+    2048) and 17.1B dense: the estimate used here must not be below that per GPU."""
+    result = fit(moe("vllm", tp=tp, dp=dp, ep=True), opt("B200"))
+    exact = (17.1 / tp + 653.9 / (tp * dp)) * 1e9 / 2**30
+    assert result.need_gib is not None
+    assert result.need_gib - 2.0 - max(2.0, 0.1 * exact) >= exact * 0.999 - 0.1
+
+
+@pytest.mark.parametrize(
+    ("total", "active", "dense_low", "dense_high"),
+    [
+        pytest.param(671.0, 37.0, 17.1, 19.0, id="deepseek-v3"),
+        pytest.param(1000.0, 32.0, 11.0, 13.0, id="kimi-k2"),
+        pytest.param(235.0, 22.0, 7.5, 9.0, id="qwen3-235b"),
+        pytest.param(30.5, 3.3, 1.4, 1.7, id="qwen3-30b-a3b"),
+        pytest.param(46.7, 12.9, 1.6, 1.9, id="mixtral-8x7b"),
+        pytest.param(141.0, 39.0, 5.0, 5.6, id="mixtral-8x22b"),
+        pytest.param(400.0, 17.0, 14.0, 15.5, id="llama4-maverick"),
+        pytest.param(117.0, 5.1, 1.5, 1.7, id="gpt-oss-120b"),
+        pytest.param(300.0, 30.0, 30.0, 30.0, id="unknown-router-counts-active-as-dense"),
+    ],
+)
+def test_weight_split(total: float, active: float, dense_low: float, dense_high: float) -> None:
+    split = weight_split(total, active)
+    assert split is not None
+    assert dense_low <= split.dense_b <= dense_high
+    assert split.dense_b <= active
+    assert split.dense_b + split.experts_b == pytest.approx(total)
+
+
+@pytest.mark.parametrize(("total", "active"), [(70.6, None), (70.6, 70.6), (8.0, 9.0), (8.0, 0.0)],
+                         ids=["dense", "active-equals-total", "active-above-total", "zero-active"])
+def test_weight_split_of_a_dense_model_is_none(total: float, active: float | None) -> None:
+    assert weight_split(total, active) is None
+
+
+@pytest.mark.parametrize(
+    ("profile", "dense", "experts"),
+    [
+        pytest.param(moe("vllm", tp=2, dp=8, ep=True), 2, 16, id="vllm-tp2-dp8"),
+        pytest.param(moe("vllm", tp=2, dp=8), 2, 16, id="vllm-tp2-dp8-no-ep"),
+        pytest.param(moe("vllm", tp=2, dp=4, pp=2), 4, 16, id="vllm-pp-divides-both"),
+        pytest.param(moe("vllm", tp=8), 8, 8, id="vllm-no-dp"),
+        pytest.param(moe("sglang", tp=16, dp=4, dp_attention=True), 4, 16, id="sglang-dpa-attn-tp4"),
+        pytest.param(moe("sglang", tp=8, dp=16, dp_attention=True), 1, 8, id="sglang-dpa-dp-above-tp"),
+        pytest.param(moe("sglang", tp=16, dp=4), 16, 16, id="sglang-no-dpa"),
+        pytest.param(moe("lmdeploy", tp=1, dp=8, ep=True), 1, 1, id="other-framework"),
+        pytest.param(WorkloadProfile(framework="vllm", data_parallel=4), 1, 4, id="vllm-defaults"),
+    ],
+)
+def test_weight_layout(profile: WorkloadProfile, dense: int, experts: int) -> None:
+    layout = weight_layout(profile)
+    assert (layout.dense_shards, layout.expert_shards) == (dense, experts)
+
+
+def test_fit_options_keys_on_the_parallel_fields() -> None:
+    base = moe("vllm", tp=1, dp=8, ep=True)
+    for field, value in (("framework", "sglang"), ("data_parallel", 16), ("dp_attention", True),
+                         ("expert_parallel", False), ("model", "openai/gpt-oss-120b")):
+        other = dataclasses.replace(base, **{field: value})
+        assert sizing.fit_options(other, _OPTS, CAT, **_PARAMS) == _fresh(other, **_PARAMS), field
+
+
+def test_every_moe_model_of_the_catalog_has_its_router_shape() -> None:
+    """A mixture-of-experts row added to data/models.yaml without a router shape here would be sized
+    with every active parameter as dense (safe, but too big): keep the two tables in step."""
+    from importlib import resources
+
+    import yaml
+
+    rows = yaml.safe_load(resources.files("webhook.core").joinpath("data/models.yaml").read_text(encoding="utf-8"))
+    moe_rows = [r for r in rows["models"] if r.get("active_params_b")]
+    assert moe_rows
+    for row in moe_rows:
+        split = weight_split(row["params_b"], row["active_params_b"])
+        assert split is not None and "router unknown" not in split.derived, row["id"]

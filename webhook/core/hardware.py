@@ -246,6 +246,53 @@ class Catalog:
         return min(ids, key=lambda pid: _strength(self.products[pid]))
 
 
+# --------------------------------------------------------------------------- compute capability
+
+FP8 = "fp8"
+MXFP4 = "mxfp4"
+NVFP4 = "nvfp4"
+WEIGHT_FORMATS: tuple[str, ...] = (FP8, MXFP4, NVFP4)
+"""Weight formats whose kernels depend on the GPU generation (what :func:`native_formats` answers)."""
+
+_CC = re.compile(r"^\s*(\d{1,3})\.(\d{1,3})")
+
+_NATIVE_FROM: Mapping[str, tuple[int, int]] = MappingProxyType({
+    FP8: (8, 9),     # FP8 tensor cores: Ada Lovelace (8.9), Hopper (9.0), Blackwell
+    MXFP4: (10, 0),  # FP4 tensor cores: Blackwell (10.0 B200/GB200, 12.0 RTX Blackwell)
+    NVFP4: (10, 0),
+})
+"""Lowest NVIDIA compute capability with tensor cores for each format.
+
+Sources: vLLM's FP8 page ("FP8 computation is supported on NVIDIA GPUs with compute capability
+>= 8.9 (Ada Lovelace, Hopper, Blackwell)", docs.vllm.ai features/quantization/fp8); NVFP4 needs
+"a Blackwell GPU with compute capability 10.0 or newer" (Hugging Face Transformers NVFP4 page) and
+SGLang lists ``modelopt_fp4`` as "Blackwell/SM100+" (docs/advanced_features/quantization.md)."""
+
+_NATIVE_AMD: Mapping[str, frozenset[str]] = MappingProxyType({
+    "gfx942": frozenset({FP8}),  # MI300X/MI325X (CDNA3): FP8 yes, no FP4 (shared/reference/gpus.md)
+})
+"""AMD gfx targets (the catalog's ``compute_capability`` for AMD products) -> native formats."""
+
+
+def compute_capability(cc: str) -> tuple[int, int] | None:
+    """``"8.9"`` -> ``(8, 9)``; ``"10.0"`` -> ``(10, 0)``; an AMD gfx target or anything else -> None."""
+    match = _CC.match(cc) if isinstance(cc, str) else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def native_formats(cc: str) -> frozenset[str]:
+    """Weight formats of :data:`WEIGHT_FORMATS` that run on this compute capability's tensor cores.
+
+    NVIDIA: FP8 from 8.9, MXFP4/NVFP4 from 10.0. AMD gfx targets by table (``gfx942``: FP8). An
+    unknown target has none: a product a policy adds with an unreadable compute capability is never
+    promised a low-precision kernel it may not have.
+    """
+    version = compute_capability(cc)
+    if version is None:
+        return _NATIVE_AMD.get(cc.strip().lower() if isinstance(cc, str) else "", frozenset())
+    return frozenset(fmt for fmt, low in _NATIVE_FROM.items() if version >= low)
+
+
 # --------------------------------------------------------------------------- loading
 
 

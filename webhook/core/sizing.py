@@ -10,15 +10,36 @@ The rules follow shared/reference/frameworks.md "Sizing rules":
 
 * per GPU: weights / (TP x PP) + runtime overhead + KV room <= GPU memory x utilization;
 * decode per token ~ (weight bytes / TP) / bandwidth + 2 x layers x all-reduce latency.
+
+Two refinements the reference does not cover (issue 15, points 3 and 4):
+
+* Mixture-of-experts models served with data or expert parallelism are sized the way the engine
+  splits them (:func:`weight_layout`): vLLM shards the expert layers over DP x TP ranks and keeps
+  attention/dense weights per DP rank (sharded by TP); SGLang's ``--enable-dp-attention`` shards
+  attention over TP / DP and everything else over TP.
+* A low-precision checkpoint is offered only GPUs whose compute capability runs it, natively or
+  through a fallback its serving framework documents (:func:`precision_support`); the precision
+  itself is named with where it came from (:func:`effective_precision`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from webhook.core import models
 from webhook.core.domain import Fit, LabelOption, WorkloadProfile
-from webhook.core.hardware import DEFAULT_ALLREDUCE_US, Catalog, default_catalog
+from webhook.core.hardware import (
+    DEFAULT_ALLREDUCE_US,
+    FP8,
+    MXFP4,
+    NVFP4,
+    Catalog,
+    compute_capability,
+    default_catalog,
+    native_formats,
+)
 
 GIB = 2 ** 30
 
@@ -41,7 +62,8 @@ _DTYPE_BYTES: Mapping[str, float] = {_norm(k): v for k, v in {
 _QUANT_BYTES: Mapping[str, float] = {_norm(k): v for k, v in {
     # 8-bit weights
     "fp8": 1.0, "int8": 1.0, "w8a8": 1.0, "w8a16": 1.0, "fbgemm_fp8": 1.0, "ptpc_fp8": 1.0,
-    "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "modelopt": 1.0, "experts_int8": 1.0, "eetq": 1.0,
+    "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "modelopt": 1.0, "modelopt_fp8": 1.0, "w8a8_fp8": 1.0,
+    "experts_int8": 1.0, "eetq": 1.0,
     "bnb-8bit": 1.0, "bitsandbytes-8bit": 1.0, "gptq-int8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0,
     # 4-bit integer weights with group scales (~4.25 bits)
     "awq": 0.53, "awq_marlin": 0.53, "awq-int4": 0.53, "int4_awq": 0.53, "w4a8_awq": 0.53,
@@ -108,6 +130,263 @@ def bytes_per_param(*, dtype: str | None, quantization: str | None, native_dtype
     return 2.0
 
 
+# --------------------------------------------------------------------------- precision: which, from where, where it runs
+
+_FORMAT_OF: Mapping[str, str] = {_norm(k): v for k, v in {
+    "fp8": FP8, "float8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8, "fbgemm_fp8": FP8, "ptpc_fp8": FP8,
+    "modelopt": FP8, "modelopt_fp8": FP8, "w8a8_fp8": FP8,
+    "mxfp4": MXFP4,
+    "nvfp4": NVFP4, "modelopt_fp4": NVFP4, "fp4": NVFP4,
+}.items()}
+"""Precision names whose kernels depend on the GPU generation -> the weight format they need
+(``bitsandbytes-fp4`` is absent on purpose: bitsandbytes dequantizes in software on any GPU)."""
+
+_FORMAT_TEXT = {FP8: "FP8", MXFP4: "MXFP4", NVFP4: "NVFP4"}
+_NATIVE_TEXT = {FP8: "8.9+ (Ada, Hopper, Blackwell)", MXFP4: "10.0+ (Blackwell)", NVFP4: "10.0+ (Blackwell)"}
+
+
+@dataclass(frozen=True)
+class _Fallback:
+    low: tuple[int, int]
+    """Lowest NVIDIA compute capability the documented path runs on."""
+    amd: frozenset[str]
+    """AMD gfx targets it is documented for."""
+    how: str
+
+
+_FALLBACKS: Mapping[tuple[str, str], _Fallback] = {
+    # vLLM, docs.vllm.ai features/quantization/fp8 (every version since v0.5.4): "FP8 models will run
+    # on compute capability > 8.0 (Ampere) as weight-only W8A16, utilizing FP8 Marlin" (newer pages
+    # say >= 7.5; 8.0 is the floor every version documents). MoE layers got FP8 Marlin in vLLM #16850.
+    ("vllm", FP8): _Fallback((8, 0), frozenset(), "weight-only W8A16 through vLLM's FP8 Marlin kernels"),
+    # vLLM recipes OpenAI/GPT-OSS.md: "GPT-OSS works on Ampere devices by default, using the
+    # TRITON_ATTN attention backend and Marlin MXFP4 MoE", H100/H200 in its Hopper section, MI300x in
+    # its AMD section; vLLM's quantization hardware table lists "Marlin (GPTQ/AWQ/FP8/FP4)" for
+    # Ampere, Ada and Hopper.
+    ("vllm", MXFP4): _Fallback((8, 0), frozenset({"gfx942"}), "weight-only MXFP4 through vLLM's Marlin/Triton kernels"),
+    ("vllm", NVFP4): _Fallback((8, 0), frozenset(), "weight-only W4A16 through vLLM's Marlin FP4 kernels"),
+    # TensorRT-LLM's gpt-oss deployment guide (tech blog 9) lists H200 among the GPUs it runs on.
+    ("tensorrt-llm", MXFP4): _Fallback((9, 0), frozenset(), "TensorRT-LLM's Hopper MXFP4 MoE kernels"),
+}
+"""(framework, weight format) -> the documented path on GPUs without native tensor cores for it.
+
+Frameworks not listed document none that this table trusts: SGLang lists ``modelopt_fp4`` as
+"Blackwell/SM100+" and FP8 MoE on SM80-89 is an open pull request (sgl-project/sglang #30681), so
+an SGLang FP8 checkpoint is offered only 8.9+ GPUs; an unknown launcher gets native support only."""
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The precision the weights are held in on the GPU, and what said so."""
+
+    name: str
+    """As stated (``fp8``, ``awq``, ``bfloat16``, ``mxfp4``) or ``bf16`` when nothing states one."""
+    bytes_per_param: float
+    source: str
+    """``set by the launcher``, ``read off the model name``, ``native dtype of the checkpoint, from the
+    model catalog``, ``--dtype``, ``training: ...`` or ``default: ...``."""
+    note: str = ""
+
+    @property
+    def weight_format(self) -> str | None:
+        """``fp8``, ``mxfp4``, ``nvfp4`` when the kernels depend on the GPU generation, else None."""
+        return _FORMAT_OF.get(_norm(self.name))
+
+    def label(self) -> str:
+        """One line for people: ``fp8 (native dtype of the checkpoint, from the model catalog), 1 B/param``."""
+        text = f"{self.name} ({self.source}), {self.bytes_per_param:g} B/param"
+        return f"{text}; {self.note}" if self.note else text
+
+
+def native_dtype(profile: WorkloadProfile) -> str | None:
+    """The dtype the model's weights ship in when it is not 16-bit (``fp8`` for DeepSeek-V3,
+    ``mxfp4`` for gpt-oss): the profile's own ``native_dtype`` when it has one, else the model
+    catalog's entry for ``profile.model``; None for unknown models and 16-bit checkpoints."""
+    stated = getattr(profile, "native_dtype", None)
+    if isinstance(stated, str) and stated:
+        return stated
+    info = models.describe(profile.model) if isinstance(profile.model, str) else None
+    return info.native_dtype if info is not None else None
+
+
+def effective_precision(profile: WorkloadProfile) -> Precision:
+    """The precision sizing uses for ``profile`` and its source, by :func:`bytes_per_param`'s rules.
+
+    For ``explain``: a DeepSeek-V3 pod that names no dtype is ``fp8`` from the checkpoint (1
+    byte/param), not ``bf16 (default)``. ``bytes_per_param`` is the profile's own figure when it has
+    one (what :func:`fit` sizes with), else the rules' figure.
+    """
+    rule = _precision_by_rules(profile)
+    if profile.bytes_per_param is not None and profile.bytes_per_param != rule.bytes_per_param:
+        return Precision(rule.name, profile.bytes_per_param, rule.source, rule.note)
+    return rule
+
+
+def _precision_by_rules(profile: WorkloadProfile) -> Precision:
+    if profile.role == "training":
+        return Precision(profile.dtype or "bf16", TRAINING_BYTES_PER_PARAM,
+                         "training: 16-bit weights and grads, fp32 Adam state")
+    ignored = ""
+    q = profile.quantization
+    if isinstance(q, str) and _norm(q) not in _NO_QUANT:
+        nq = _norm(q)
+        bpp = _QUANT_BYTES.get(nq) or (_QUANT_BYTES["gguf"] if nq.startswith("gguf") else None)
+        if bpp is not None:
+            named = models.quantization_from_name(profile.model) if isinstance(profile.model, str) else None
+            source = "read off the model name" if named == q else "set by the launcher"
+            return Precision(q, bpp, source)
+        ignored = f"quantization {q[:40]!r} is unknown here and sized as unquantized"
+    native = native_dtype(profile)
+    if native is not None and _norm(native) in _QUANT_BYTES:
+        note = f"--dtype {profile.dtype} applies to activations" if profile.dtype else ""
+        return Precision(native, _QUANT_BYTES[_norm(native)], "native dtype of the checkpoint, from the model catalog",
+                         "; ".join(n for n in (note, ignored) if n))
+    if isinstance(profile.dtype, str) and _norm(profile.dtype) in _DTYPE_BYTES:
+        return Precision(profile.dtype, _DTYPE_BYTES[_norm(profile.dtype)], "--dtype", ignored)
+    return Precision("bf16", 2.0, "default: 16-bit, nothing states a precision", ignored)
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a precision runs on a GPU, and how (``how`` is empty when it runs natively)."""
+
+    offered: bool
+    how: str = ""
+
+
+def precision_support(precision: Precision | str | None, cc: str, framework: str | None) -> Support:
+    """Does a checkpoint in ``precision`` run on compute capability ``cc`` under ``framework``?
+
+    * 16-bit, integer and GGUF formats: yes (their kernels do not decide the product here).
+    * FP8 natively from 8.9, MXFP4/NVFP4 from 10.0 (:func:`webhook.core.hardware.native_formats`).
+    * Below that only where the framework documents a path (:data:`_FALLBACKS`); ``how`` then says
+      which, e.g. FP8 on an A100 under vLLM runs as weight-only W8A16 through FP8 Marlin.
+    * Otherwise not: ``how`` says why, for the Fit's reason.
+    """
+    if precision is None:
+        return Support(True)
+    name = precision.name if isinstance(precision, Precision) else precision
+    fmt = _FORMAT_OF.get(_norm(name))
+    if fmt is None or fmt in native_formats(cc):
+        return Support(True)
+    text = _FORMAT_TEXT[fmt]
+    fallback = _FALLBACKS.get((framework or "", fmt))
+    if fallback is not None:
+        version = compute_capability(cc)
+        if (version is not None and version >= fallback.low) or cc.strip().lower() in fallback.amd:
+            return Support(True, f"{text} runs as {fallback.how} (compute capability {cc} has no {text} "
+                                 f"tensor cores)")
+    who = f"{framework} documents no fallback for it" if framework else         "no serving framework was recognised, so no documented fallback applies"
+    return Support(False, f"{text} weights need compute capability {_NATIVE_TEXT[fmt]} and {who}; this GPU is {cc}")
+
+
+# --------------------------------------------------------------------------- mixture-of-experts split
+
+_ROUTED: tuple[tuple[float, float, int, int], ...] = (
+    # total B, active B (the model catalog's numbers), experts routed per token, routed experts
+    (671.0, 37.0, 8, 256),     # DeepSeek-V3 / R1 (config.json: n_routed_experts 256, num_experts_per_tok 8)
+    (1000.0, 32.0, 8, 384),    # Kimi-K2 (DeepSeek-V3 architecture, 384 routed experts)
+    (236.0, 21.0, 6, 160),     # DeepSeek-V2 / V2.5
+    (15.7, 2.4, 6, 64),        # DeepSeek-V2-Lite
+    (235.0, 22.0, 8, 128),     # Qwen3-235B-A22B
+    (30.5, 3.3, 8, 128),       # Qwen3-30B-A3B
+    (480.0, 35.0, 8, 160),     # Qwen3-Coder-480B-A35B
+    (57.4, 14.0, 8, 64),       # Qwen2-57B-A14B
+    (46.7, 12.9, 2, 8),        # Mixtral-8x7B
+    (141.0, 39.0, 2, 8),       # Mixtral-8x22B
+    (109.0, 17.0, 1, 16),      # Llama-4-Scout-17B-16E
+    (400.0, 17.0, 1, 128),     # Llama-4-Maverick-17B-128E
+    (117.0, 5.1, 4, 128),      # gpt-oss-120b
+    (21.0, 3.6, 4, 32),        # gpt-oss-20b
+    (355.0, 32.0, 8, 160),     # GLM-4.5
+    (106.0, 12.0, 8, 128),     # GLM-4.5-Air
+    (41.9, 6.6, 2, 16),        # Phi-3.5-MoE
+)
+"""Router shapes of the catalog's mixture-of-experts models, keyed by their (total, active) counts
+(matched within 0.5%: DeepSeek-V2 at 236/21 must not claim Qwen3-235B at 235/22)."""
+
+_DENSE_MARGIN = 1.1
+"""The dense share derived from rounded (total, active) counts is raised 10% so it is not under-counted
+(DeepSeek-V3: 16.5B derived, 18.2B used, 17.1B from its config: 671 - 58 layers x 256 x 44.04M)."""
+
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """Parameters (billions) the engine replicates per data-parallel rank (attention, embeddings,
+    dense and shared-expert layers) and the routed experts it can shard over every rank."""
+
+    dense_b: float
+    experts_b: float
+    derived: str
+    """How the split was obtained, for the reason text."""
+
+
+def weight_split(params_b: float, active_params_b: float | None) -> WeightSplit | None:
+    """The dense / routed-expert split of a mixture-of-experts model; None for a dense model.
+
+    The model catalog gives only total T and active A. With k of E routed experts active per token,
+    A = D + (T - D) x k / E, so the dense share is D = (A - T k/E) / (1 - k/E). For the models of
+    :data:`_ROUTED` k/E is known (their config.json) and D is raised by :data:`_DENSE_MARGIN`; for any
+    other model D = A, an upper bound (every active parameter counted as replicated), so a fit is
+    never promised on a guess. D never exceeds A.
+    """
+    if active_params_b is None or not 0 < active_params_b < params_b:
+        return None
+    for total, active, k, experts in _ROUTED:
+        if math.isclose(total, params_b, rel_tol=0.005) and math.isclose(active, active_params_b, rel_tol=0.005):
+            f = k / experts
+            dense = min(active_params_b, max(0.0, (active_params_b - params_b * f) / (1 - f)) * _DENSE_MARGIN)
+            return WeightSplit(dense, params_b - dense, f"{k} of {experts} experts active")
+    return WeightSplit(active_params_b, params_b - active_params_b, "router unknown: active counted as dense")
+
+
+VLLM_FAMILY = frozenset({"vllm"})
+"""Launchers whose data parallelism is vLLM's (``--data-parallel-size``, experts over DP x TP)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many GPUs share the dense weights and how many share the routed experts."""
+
+    dense_shards: int
+    expert_shards: int
+    experts_over: str = ""
+    """For the reason: ``DP16 x TP1 (EP)``."""
+    dense_over: str = ""
+    """For the reason: ``TP1 per DP rank``."""
+
+
+def weight_layout(profile: WorkloadProfile) -> Layout:
+    """The per-GPU split of an inference launch, as the serving engines document it.
+
+    * vLLM with ``--data-parallel-size`` DP > 1 (docs "Data Parallel Deployment" and "Expert
+      Parallel Deployment"): expert layers form a group of DP x TP ranks, expert-parallel with
+      ``--enable-expert-parallel`` and tensor-parallel without it, so the experts are split DP x TP
+      ways either way; attention and dense weights are sharded by TP and replicated per DP rank.
+    * SGLang with ``--enable-dp-attention`` and DP > 1 (docs "Understanding TP, DP, and DP-Attention"):
+      one TP group of ``--tp`` GPUs; attention is sharded over TP / DP GPUs and replicated across the
+      DP groups, FFN/MoE weights stay sharded over all TP GPUs. Every dense weight is counted with the
+      attention here (SGLang shards its dense FFN over all TP GPUs: an over-count, on the safe side).
+      SGLang's ``--ep-size`` changes only the communication ("Total memory per GPU =
+      total_expert_params / 8 - identical to pure TP8 or pure EP8"), so it does not enter here.
+    * Everything else: TP x PP for both (normal DP replicates the whole model per replica).
+
+    Pipeline parallelism divides both. Dense models use ``dense_shards`` only.
+    """
+    tp = max(1, profile.tensor_parallel or 1)
+    pp = max(1, profile.pipeline_parallel or 1)
+    dp = max(1, profile.data_parallel or 1)
+    pp_text = f" x PP{pp}" if pp > 1 else ""
+    if profile.framework in VLLM_FAMILY and dp > 1:
+        kind = "EP" if profile.expert_parallel else "expert TP"
+        return Layout(tp * pp, tp * pp * dp, f"DP{dp} x TP{tp}{pp_text} ({kind})", f"TP{tp}{pp_text} per DP rank")
+    if profile.framework == "sglang" and profile.dp_attention and dp > 1:
+        attn = max(1, tp // dp)
+        return Layout(attn * pp, tp * pp, f"TP{tp}{pp_text}", f"TP{tp}/DP{dp} = {attn}{pp_text} per DP group "
+                                                                 f"(DP attention)")
+    return Layout(tp * pp, tp * pp)
+
+
 # --------------------------------------------------------------------------- layers and decode time
 
 
@@ -156,56 +435,84 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     ``option.spec.memory_gib x utilization`` (the launcher's own ``gpu_memory_utilization`` wins
     when it is a sensible fraction).
 
-    * Inference: weights are split over TP x PP GPUs. KV room = max(``kv_reserve_gib``,
-      ``kv_fraction`` x weight share). A fixed 2 GiB would let Llama-70B bf16 "fit" two 80 GB GPUs
-      with almost no cache left (frameworks.md counts that as not fitting); a share proportional to
-      the weights buys the same number of cached tokens whatever the TP size (both the weights and
-      the KV cache are split by TP x PP), and the floor keeps small models honest.
+    * Inference: weights are split over TP x PP GPUs; a mixture-of-experts model launched with data
+      or expert parallelism is split as :func:`weight_layout` says (routed experts over more GPUs
+      than the dense weights). KV room = max(``kv_reserve_gib``, ``kv_fraction`` x weight share). A
+      fixed 2 GiB would let Llama-70B bf16 "fit" two 80 GB GPUs with almost no cache left
+      (frameworks.md counts that as not fitting); a share proportional to the weights buys the same
+      number of cached tokens whatever the TP size (both the weights and the KV cache are split by
+      TP x PP), and the floor keeps small models honest.
     * Training (``role == "training"``): 16 bytes/param spread over every GPU of the job
       (``gpus_per_pod x pods``), i.e. it assumes ZeRO-3/FSDP-style sharding of weights, grads and
       optimizer state and ignores activations: an optimistic bound, so a "does not fit" is certain
       while a "fits" is only plausible. No KV room, no decode estimate.
+    * Precision (inference): a product whose compute capability runs the checkpoint's precision
+      neither natively nor by a path the framework documents does not fit, whatever its memory; the
+      reason says why (:func:`precision_support`). A documented fallback is named in the reason.
 
-    Unknown model size: ``fits=True`` with ``need_gib=None`` (nothing to hold against the pod).
-    ``allreduce_us=None`` takes the latency from the bundled catalog (slowest product the option may
-    land on), falling back to the link-class default for products it does not know.
+    Unknown model size: ``fits=True`` with ``need_gib=None`` (nothing to hold against the pod) unless
+    the precision rules the product out. ``allreduce_us=None`` takes the latency from the bundled
+    catalog (slowest product the option may land on), falling back to the link-class default for
+    products it does not know.
     """
     spec = option.spec
     util = utilization
     if profile.gpu_memory_utilization is not None and 0 < profile.gpu_memory_utilization <= 1:
         util = profile.gpu_memory_utilization
     usable = spec.memory_gib * util
+    training = profile.role == "training"
+    support = Support(True) if training else precision_support(
+        _precision_name(profile), spec.compute_capability, profile.framework)
     params = profile.params_b
     if params is None or not params > 0:
+        if not support.offered:
+            return Fit(value=option.value, fits=False, need_gib=None, usable_gib=usable, decode_ms=None,
+                       reason=f"not offered: {support.how}")
         return Fit(value=option.value, fits=True, need_gib=None, usable_gib=usable, decode_ms=None,
-                   reason="model size unknown")
+                   reason="model size unknown" + (f"; {support.how}" if support.how else ""))
 
-    training = profile.role == "training"
     bpp = profile.bytes_per_param
     if bpp is None:
-        bpp = bytes_per_param(dtype=profile.dtype, quantization=profile.quantization, role=profile.role)
+        bpp = effective_precision(profile).bytes_per_param
     if training:
         bpp = max(bpp, TRAINING_BYTES_PER_PARAM)
     tp = max(1, profile.tensor_parallel or 1)
     pp = max(1, profile.pipeline_parallel or 1)
+    split = None if training else weight_split(params, profile.active_params_b)
+    layout = None
     if training:
         shards = max(1, profile.gpus_per_pod) * max(1, profile.pods)
+        share_b = params / shards
     else:
         shards = tp * pp
+        layout = weight_layout(profile)
+        if split is not None and layout.expert_shards != layout.dense_shards:
+            share_b = split.dense_b / layout.dense_shards + split.experts_b / layout.expert_shards
+        else:
+            layout = None
+            share_b = params / shards
 
-    weights = params * 1e9 * bpp / shards / GIB
+    weights = share_b * 1e9 * bpp / GIB
     kv = 0.0 if training else max(kv_reserve_gib, kv_fraction * weights)
     need = weights + overhead_gib + kv
-    fits = need <= usable
+    fits = need <= usable and support.offered
 
     head = f"needs {_n(need)} GiB per GPU"
     capacity = f"of {_n(usable)} usable ({_n(spec.memory_gib)} x {util:g})"
     if training:
         reason = (f"{head} ({_n(weights)} weights+grads+optimizer + {_n(overhead_gib)} overhead) {capacity}; "
                   f"{_n(params)}B x {bpp:g} B/param over {shards} GPUs, activations not counted")
+    elif layout is not None and split is not None:
+        reason = (f"{head} ({_n(weights)} weights + {_n(overhead_gib)} overhead + {_n(kv)} KV) {capacity}; "
+                  f"{_n(params)}B x {bpp:g} B/param: {_n(split.experts_b)}B experts over {layout.experts_over}, "
+                  f"{_n(split.dense_b)}B dense over {layout.dense_over} ({split.derived})")
     else:
         reason = (f"{head} ({_n(weights)} weights + {_n(overhead_gib)} overhead + {_n(kv)} KV) {capacity}; "
                   f"{_n(params)}B x {bpp:g} B/param over TP{tp} x PP{pp}")
+    if not support.offered:
+        reason = f"not offered: {support.how}; {reason}"
+    elif support.how:
+        reason = f"{reason}; {support.how}"
 
     decode = None
     if not training and profile.kind not in _NO_DECODE_KINDS:
@@ -217,11 +524,17 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     return Fit(value=option.value, fits=fits, need_gib=need, usable_gib=usable, decode_ms=decode, reason=reason)
 
 
+def _precision_name(profile: WorkloadProfile) -> str:
+    return _precision_by_rules(profile).name
+
+
 def _sizing_key(profile: WorkloadProfile) -> tuple[object, ...]:
-    """Every profile field :func:`fit` reads, and nothing else (not the model name, container or notes)."""
+    """Every profile field :func:`fit` reads, and nothing else (not the model name, container or notes):
+    the model enters only through its catalog dtype."""
     return (profile.params_b, profile.active_params_b, profile.dtype, profile.quantization, profile.bytes_per_param,
             profile.tensor_parallel, profile.pipeline_parallel, profile.gpus_per_pod, profile.pods, profile.role,
-            profile.kind, profile.layers, profile.gpu_memory_utilization)
+            profile.kind, profile.layers, profile.gpu_memory_utilization, profile.framework, profile.data_parallel,
+            profile.expert_parallel, profile.dp_attention, native_dtype(profile))
 
 
 _FITS: dict[tuple[object, ...], tuple[Fit, ...]] = {}
@@ -241,7 +554,7 @@ def fit_options(profile: WorkloadProfile, options: Sequence[LabelOption], catalo
     opts = tuple(options)
     # an option by what fit reads of it (a spec carries an unhashable label map)
     key = (_sizing_key(profile), tuple((o.value, o.products, o.spec.memory_gib, o.spec.bandwidth_gbs,
-                                        o.spec.interconnect) for o in opts),
+                                        o.spec.interconnect, o.spec.compute_capability) for o in opts),
            catalog, overhead_gib, kv_reserve_gib, kv_fraction, utilization)
     try:
         cached = _FITS.get(key)
