@@ -55,13 +55,18 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
             out.append(f"Candidates ({settings.label_key}; * = tier chosen)")
             out.append(f"  {'':1} {'label value':<34} {'tier':<11} {'fits':<5} {'need/usable GiB':<17} decode ms/token")
             for tier in settings.tiers:
+                seen: set[tuple[str, ...]] = set()
                 for fit in tier_fits(p, tier, settings):
+                    named = settings.catalog.named_products(fit.value, settings.label_scheme)
+                    if named in seen:
+                        continue  # another label spelling of a product already shown
+                    seen.add(named)
                     mark = "*" if tier.name == d.tier else " "
                     need = f"{_fmt(fit.need_gib)} / {_fmt(fit.usable_gib)}"
                     out.append(f"  {mark} {fit.value:<34} {tier.name:<11} {'yes' if fit.fits else 'no':<5} "
                                f"{need:<17} {_fmt(fit.decode_ms)}")
         verdict = "ALLOWED" if d.allowed else "DENIED"
-        where = f"; lands on {', '.join(d.placement.values)}" if d.placement else ""
+        where = f"; lands on {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
         tier = f"tier {d.tier}" if d.tier else "not constrained"
         out.append(f"Verdict: {verdict} ({d.mode}), {tier}{where}")
         if row.result.patch:

@@ -101,7 +101,7 @@ def render_text(rows: Sequence[Row]) -> str:
             continue
         facts = []
         if p.model:
-            facts.append(p.model)
+            facts.append(p.model.rstrip("/").rsplit("/", 1)[-1] or p.model)  # the org is in --output json
         if p.params_b is not None:
             facts.append(f"{p.params_b:g}B")
         if p.tensor_parallel:
@@ -111,7 +111,9 @@ def render_text(rows: Sequence[Row]) -> str:
         if p.pods > 1:
             facts.append(f"x {p.pods} pods")
         tier = f"tier {d.tier}" if d.tier else "no tier"
-        products = f" -> {', '.join(d.placement.values)}" if d.placement else ""
+        # one name per product (the catalog's short name), not one per label spelling: --output json
+        # lists every label value under "products"
+        products = f" -> {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
         lines.append(f"{_verdict(row):4}  {row.source}  {_label(row)}: {' '.join(facts)}; {tier}{products}")
         for v in d.violations:
             lines.append(f"      {v.code}: {v.message} ({v.path or '/'})")

@@ -285,7 +285,7 @@ def _mismatch(profile: WorkloadProfile, template: PodTemplate, settings: Setting
                and None not in products and products <= set(t.products)]
     other = f" (or set annotation {TIER}: {holders[0]} to keep that GPU)" if holders else ""
     if via_node_selector:
-        fix = _fix(TIER_MISMATCH, f"remove nodeSelector {key} (the webhook pins the tier) or set it to one of ", values)
+        fix = _fix(TIER_MISMATCH, f"remove nodeSelector {key}, or set it to one of ", values)
         advice = (f"remove nodeSelector {key} and let gpu-admission pin tier {choice.tier.name}, or set it to one of "
                   f"[{', '.join(values)}]")
     else:
@@ -374,9 +374,15 @@ def listed(values: Sequence[str], budget: int) -> str:
 
 
 def _fix(code: str, head: str, values: Sequence[str], tail: str = "") -> str:
-    """``head [values] tail`` within :data:`FIX_BUDGET` once prefixed with ``code: ``."""
-    room = FIX_BUDGET - len(code) - 2 - len(head) - len(tail) - 2
-    return f"{head}[{listed(list(values), max(room, 20))}]{tail}"
+    """``head [values] tail`` within :data:`FIX_BUDGET` once prefixed with ``code: ``: as many values
+    as fit, then ``+N more`` (the message lists them all); the tail goes first when room runs out."""
+    budget = FIX_BUDGET - len(code) - 2
+    for end in (tail, ""):
+        room = budget - len(head) - len(end) - 2
+        text = f"{head}[{listed(list(values), room)}]{end}"
+        if len(text) <= budget:
+            return text
+    return f"{head}[+{len(values)} in the message]"[:budget]
 
 
 def _shown_list(choice: _TierChoice, values: Sequence[str]) -> list[str]:

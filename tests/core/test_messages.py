@@ -1,0 +1,205 @@
+"""Every answer tells the user exactly what to change (issue 15, point 5): for each violation code, a
+case that produces it; the kubectl line (``code: fix``) fits 120 characters and names no placeholder;
+the whole message names the numbers; and doing what the fix says makes the object pass."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from webhook.core import settings as settings_mod
+from webhook.core.domain import Violation
+from webhook.core.engine import judge
+from webhook.core.inventory import from_nodes
+from webhook.server.review import WARNING_MAX_CHARS, one_line
+
+S = settings_mod.default()
+KEY = "nvidia.com/gpu.product"
+GKE = "cloud.google.com/gke-accelerator"
+PLACEHOLDERS = re.compile(r"\[a fitting product\]|\[\]|None|\{|\}")
+
+
+def pod(command: list[str], gpus: Any = 4, annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ai"}
+    if annotations:
+        meta["annotations"] = annotations
+    if labels:
+        meta["labels"] = labels
+    c = {"name": "c", "image": "vllm/vllm-openai:v0.10.1", "command": command,
+         "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [c], **spec}}
+
+
+TP4 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]
+TRAIN = ["torchrun", "--nnodes=4", "--nproc-per-node=8", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
+
+
+def affinity(key: str, *values: str) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]}}}}
+
+
+def offered(v: Violation) -> list[str]:
+    """The values the fix offers (its bracketed list, without '+N more')."""
+    inside = re.search(r"\[([^\]]*)\]", v.fix)
+    assert inside, v.fix
+    return [x for x in inside.group(1).split(", ") if not x.startswith("+")]
+
+
+def node(name: str, product: str, gpus: int = 8) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {KEY: product, "nvidia.com/gpu.count": str(gpus)}},
+            "status": {"capacity": {"nvidia.com/gpu": str(gpus)}, "allocatable": {"nvidia.com/gpu": str(gpus)}}}
+
+
+def inventory(*nodes: dict[str, Any]) -> Any:
+    return from_nodes(nodes, label_key=KEY, scheme=S.label_scheme, catalog=S.catalog, gpu_resources=S.gpu_resources)
+
+
+def strict(**doc: Any) -> settings_mod.Settings:
+    import yaml
+    return settings_mod.parse_text(yaml.safe_dump({"apiVersion": "gpu-admission.io/v1alpha1", "kind": "Policy", **doc}),
+                                   source="test")
+
+
+@dataclass(frozen=True)
+class Case:
+    obj: dict[str, Any]
+    code: str
+    follow: Callable[[dict[str, Any], Violation], dict[str, Any]]
+    """The object after doing what the fix says."""
+    kw: dict[str, Any]
+    settings: settings_mod.Settings = S
+
+
+def set_selector(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    obj["spec"]["nodeSelector"] = {KEY: offered(v)[0]}
+    return obj
+
+
+def remove_selector(obj: dict[str, Any], _v: Violation) -> dict[str, Any]:
+    obj["spec"].pop("nodeSelector")
+    return obj
+
+
+def pin_affinity(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    obj["spec"].update(affinity(KEY, *offered(v)))
+    return obj
+
+
+def set_gke(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    obj["spec"]["nodeSelector"] = {GKE: offered(v)[0]}
+    return obj
+
+
+def request_more(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    wanted = re.match(r"request (\d+) ", v.fix)
+    assert wanted, v.fix
+    obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = int(wanted.group(1))
+    return obj
+
+
+def fix_annotation(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    obj["metadata"]["annotations"]["gpu-admission.io/tier"] = v.fix.rsplit(" ", 1)[-1].split(",")[0]
+    return obj
+
+
+def remove_node_name(obj: dict[str, Any], _v: Violation) -> dict[str, Any]:
+    obj["spec"].pop("nodeName")
+    return obj
+
+
+SMALL_FLEET = inventory(node("a1", "NVIDIA-A100-SXM4-80GB"), node("h1", "NVIDIA-H100-80GB-HBM3"))
+BIG_FLEET = inventory(*(node(f"h{i}", "NVIDIA-H100-80GB-HBM3") for i in range(4)))
+L40S_ONLY = inventory(node("l1", "NVIDIA-L40S"))
+L40S_AND_H100 = inventory(node("l1", "NVIDIA-L40S"), node("h1", "NVIDIA-H100-80GB-HBM3"))
+
+CASES = [
+    pytest.param(Case(pod(TP4), "missing-homogeneous-selector", pin_affinity, {"mutate": False}), id="missing-selector"),
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", set_selector, {}),
+                 id="tier-mismatch-node-selector-set"),
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", remove_selector, {}),
+                 id="tier-mismatch-node-selector-removed"),
+    pytest.param(Case(pod(TP4, **affinity(KEY, "NVIDIA-L40S")), "tier-mismatch", pin_affinity, {}),
+                 id="tier-mismatch-affinity"),
+    pytest.param(Case(pod(TP4, nodeSelector={GKE: "nvidia-l4"}), "tier-mismatch", set_gke, {}),
+                 id="tier-mismatch-gke-scheme"),
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", set_selector,
+                      {"inventory": L40S_AND_H100}), id="tier-mismatch-with-inventory"),
+    pytest.param(Case(pod(TP4 + ["--pipeline-parallel-size", "2"]), "tp-exceeds-gpus", request_more, {}),
+                 id="tp-exceeds-gpus"),
+    pytest.param(Case(pod(TP4, annotations={"gpu-admission.io/tier": "nope"}), "invalid-annotation", fix_annotation,
+                      {}), id="invalid-tier-annotation"),
+    pytest.param(Case(pod(TP4, nodeName="gpu-node-1"), "missing-homogeneous-selector", remove_node_name, {}),
+                 id="node-name"),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_code_says_what_to_change_and_the_change_works(case: Case) -> None:
+    (r,) = judge(case.obj, case.settings, **case.kw)
+    found = [v for v in r.decision.violations if v.code == case.code]
+    assert found, r.decision.violations
+    v = found[0]
+    line = v.short()
+    assert len(line) <= WARNING_MAX_CHARS, line
+    assert one_line(line) == line  # kubectl shows it whole
+    assert not PLACEHOLDERS.search(line), line
+    assert not PLACEHOLDERS.search(v.message), v.message
+    fixed = case.follow(copy.deepcopy(case.obj), v)
+    (after,) = judge(fixed, case.settings, **case.kw)
+    assert case.code not in [x.code for x in after.decision.violations], (line, after.decision.violations)
+
+
+@pytest.mark.parametrize(("obj", "kw", "settings", "code"), [
+    pytest.param(pod(TP4), {"inventory": L40S_ONLY},
+                 strict(inventory={"absentTier": "deny"}), "tier-not-in-cluster", id="tier-not-in-cluster"),
+    pytest.param(pod(TRAIN, 8, labels={"jobset.sigs.k8s.io/jobset-name": "js"}), {"inventory": SMALL_FLEET},
+                 strict(inventory={"groupFit": "deny"}), "group-does-not-fit", id="group-does-not-fit"),
+])
+def test_capacity_codes_name_the_numbers_and_fit_a_line(obj: dict[str, Any], kw: dict[str, Any],
+                                                        settings: settings_mod.Settings, code: str) -> None:
+    (r,) = judge(obj, settings, **kw)
+    (v,) = [v for v in r.decision.violations if v.code == code]
+    assert len(v.short()) <= WARNING_MAX_CHARS and not PLACEHOLDERS.search(v.short())
+    assert re.search(r"\d", v.message)  # measured: GPUs, pods, nodes
+    if code == "group-does-not-fit":
+        (after,) = judge(obj, settings, inventory=BIG_FLEET)  # what the fix says: nodes of one product
+        assert code not in [x.code for x in after.decision.violations]
+
+
+def test_the_tier_annotation_is_not_offered_where_it_would_be_refused() -> None:
+    """A multi-GPU pod pinned to L40S: offering annotation gpu-admission.io/tier=cost led to a second
+    denial (cost is a single-GPU tier), so the advice leaves it out."""
+    (r,) = judge(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), S)
+    assert "gpu-admission.io/tier" not in r.decision.violations[0].message
+
+
+def test_a_single_gpu_pod_on_a_premium_gpu_is_offered_the_tier_annotation() -> None:
+    (r,) = judge(pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1, nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"}), S)
+    (v,) = r.decision.violations
+    assert "gpu-admission.io/tier: hbm-nvlink" in v.message
+    fixed = pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1, nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"},
+                annotations={"gpu-admission.io/tier": "hbm-nvlink"})
+    (after,) = judge(fixed, S)
+    assert after.decision.allowed
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param("short", "short", id="kept"),
+    pytest.param("a " * 70 + "NVIDIA-H100-80GB-HBM3", None, id="cut-before-a-name"),
+    pytest.param("x" * 200, None, id="one-long-word"),
+    pytest.param("warning: multi\nline", "multi line", id="one-line"),
+])
+def test_one_line_never_cuts_a_name(text: str, expected: str | None) -> None:
+    line = one_line(text)
+    assert len(line) <= WARNING_MAX_CHARS
+    if expected is not None:
+        assert line == expected
+    if "NVIDIA" in text:
+        assert "NVIDIA" not in line or "NVIDIA-H100-80GB-HBM3" in line
