@@ -281,3 +281,11 @@ def test_unknown_kinds_are_found_generically_or_reported(tmp_path: Path, extra: 
     assert doc["summary"]["unjudged"] == 1
     _, out, _ = run("check", str(path), "--output", "junit", *extra)
     assert '<skipped message="not judged: not-judged: this Trainer asks for GPUs' in out
+
+
+def test_a_pinned_deployment_is_one_short_line() -> None:
+    """issue 15: a check line listed every label spelling (~300 characters); one name per product now."""
+    code, out, _ = run("check", str(EXAMPLES / "vllm-llama-70b-tp4.yaml"))
+    line = out.splitlines()[0]
+    assert code == 0 and len(line) < 200, line
+    assert "A100-SXM4-80GB" in line and "NVIDIA-A100-SXM4-80GB" not in line
