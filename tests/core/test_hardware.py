@@ -489,3 +489,26 @@ def test_catalog_constructed_directly_builds_its_indexes() -> None:
                   tiers={}, allreduce_us={"L4": 400.0})
     assert cat.parse_label("NVIDIA-L4").product == "L4"
     assert _values(cat.options(["L4"])) == ["NVIDIA-L4"]
+
+
+# --------------------------------------------------------------------------- compute capability (read by sizing)
+
+_FAMILY_CC = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "ada-lovelace": (8, 9), "hopper": (9, 0),
+              "blackwell": (10, 0)}
+
+
+@pytest.mark.parametrize("pid", list(CAT.products))
+def test_compute_capability_agrees_with_the_family(pid: str) -> None:
+    """Sizing offers FP8 and FP4 checkpoints by compute capability: a product whose capability
+    contradicts its GFD family would be offered (or refused) precisions it does not (or does) run."""
+    product = CAT.product(pid)
+    cc = hardware.compute_capability(product.compute_capability)
+    if product.family == "cdna3":
+        assert cc is None and product.compute_capability == "gfx942"
+        assert hardware.native_formats(product.compute_capability) == {hardware.FP8}
+        return
+    assert cc is not None, pid
+    low = _FAMILY_CC[product.family]
+    assert low <= cc < (low[0] + 1, 0) or (product.family == "ampere" and cc[0] == 8 and cc < (8, 9)), pid
+    fp8 = hardware.FP8 in hardware.native_formats(product.compute_capability)
+    assert fp8 is (product.family in ("ada-lovelace", "hopper", "blackwell")), pid
