@@ -377,7 +377,7 @@ def test_fit_options_is_bounded() -> None:
     assert len(sizing._FITS) <= sizing._FITS_MAX
 
 
-# --------------------------------------------------------------------------- expert and data parallelism (issue 15, point 3)
+# --------------------------------------------------------------------------- expert and data parallelism (issue 15)
 
 from webhook.core.sizing import weight_layout, weight_split  # noqa: E402
 

@@ -130,7 +130,7 @@ def bytes_per_param(*, dtype: str | None, quantization: str | None, native_dtype
     return 2.0
 
 
-# --------------------------------------------------------------------------- precision: which, from where, where it runs
+# --------------------------------------------------------------------------- precision: which, whence, where it runs
 
 _FORMAT_OF: Mapping[str, str] = {_norm(k): v for k, v in {
     "fp8": FP8, "float8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8, "fbgemm_fp8": FP8, "ptpc_fp8": FP8,
@@ -163,7 +163,8 @@ _FALLBACKS: Mapping[tuple[str, str], _Fallback] = {
     # TRITON_ATTN attention backend and Marlin MXFP4 MoE", H100/H200 in its Hopper section, MI300x in
     # its AMD section; vLLM's quantization hardware table lists "Marlin (GPTQ/AWQ/FP8/FP4)" for
     # Ampere, Ada and Hopper.
-    ("vllm", MXFP4): _Fallback((8, 0), frozenset({"gfx942"}), "weight-only MXFP4 through vLLM's Marlin/Triton kernels"),
+    ("vllm", MXFP4): _Fallback((8, 0), frozenset({"gfx942"}),
+                               "weight-only MXFP4 through vLLM's Marlin/Triton kernels"),
     ("vllm", NVFP4): _Fallback((8, 0), frozenset(), "weight-only W4A16 through vLLM's Marlin FP4 kernels"),
     # TensorRT-LLM's gpt-oss deployment guide (tech blog 9) lists H200 among the GPUs it runs on.
     ("tensorrt-llm", MXFP4): _Fallback((9, 0), frozenset(), "TensorRT-LLM's Hopper MXFP4 MoE kernels"),
@@ -276,7 +277,10 @@ def precision_support(precision: Precision | str | None, cc: str, framework: str
         if (version is not None and version >= fallback.low) or cc.strip().lower() in fallback.amd:
             return Support(True, f"{text} runs as {fallback.how} (compute capability {cc} has no {text} "
                                  f"tensor cores)")
-    who = f"{framework} documents no fallback for it" if framework else         "no serving framework was recognised, so no documented fallback applies"
+    if framework:
+        who = f"{framework} documents no fallback for it"
+    else:
+        who = "no serving framework was recognised, so no documented fallback applies"
     return Support(False, f"{text} weights need compute capability {_NATIVE_TEXT[fmt]} and {who}; this GPU is {cc}")
 
 
