@@ -287,7 +287,7 @@ HIDDEN_CASES = [
     ("envFrom-tgi-env",
      c(image=TGI_IMAGE, env={"MODEL_ID": M}, envFrom=[{"secretRef": {"name": "tgi"}}]),
      ("NUM_SHARD/SM_NUM_GPUS (tensor parallel size), QUANTIZE/HF_MODEL_QUANTIZE (quantization), DTYPE (dtype), "
-      "CUDA_MEMORY_FRACTION (GPU memory utilization) may come from envFrom secret tgi",)),
+      "KV_CACHE_DTYPE (KV cache dtype), CUDA_MEMORY_FRACTION (GPU memory utilization) may come from envFrom secret tgi",)),
     ("tgi-num-shard-valueFrom",
      c([TGL], env=[from_cm("NUM_SHARD", key="shards")]),
      ("NUM_SHARD (tensor parallel size) comes from ConfigMap llm-config key shards",)),

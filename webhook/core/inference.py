@@ -27,8 +27,15 @@ MODE = PREFIX + "mode"
 
 AUTO_SHARDING = frozenset({"tgi", "nim"})
 """Launchers that shard over every visible GPU when no TP is given."""
+NO_TP_DEFAULT = frozenset({"ollama", "triton-trtllm", "triton", "torchserve"})
+"""Inference launchers whose split is not a TP flag (layers spread by Ollama, engines built for a TP
+in a Triton repository, TorchServe workers): no TP is assumed when none is visible."""
 DP_INSIDE_LAUNCH = frozenset({"vllm", "lmdeploy"})
-"""Launchers whose data-parallel ranks each take TP x PP GPUs of the same launch."""
+"""Launchers whose data-parallel ranks each take TP x PP GPUs of the same launch (SGLang too, unless
+``--enable-dp-attention`` puts its DP ranks inside the TP group: see ``launchers.parallel``)."""
+DECLARE = ("set annotation gpu-admission.io/model to its Hugging Face id, or gpu-admission.io/params "
+           "(e.g. \"7B\")")
+"""How to declare a model the engine cannot read (the annotations ``profile`` honours first)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,9 @@ def _container_gpus(container: Any, i: int, by_container: Mapping[str, int]) -> 
 def _launch(spec: Mapping[str, Any], by_container: Mapping[str, int]) -> tuple[LaunchSpec | None, str | None,
                                                                                   tuple[str, ...]]:
     """The launcher of the pod: prefer a container that requests GPUs, else the first one found.
-    Also returns notes (containers left unread)."""
+    When no GPU container runs a known launcher, a model id in a well-known env name or script flag
+    of a GPU container is the last resort (``launchers.parse_env_model``). Also returns notes
+    (containers left unread)."""
     containers = spec.get("containers")
     listed = list(enumerate(containers)) if isinstance(containers, list) else []
     notes: tuple[str, ...] = ()
@@ -70,12 +79,22 @@ def _launch(spec: Mapping[str, Any], by_container: Mapping[str, int]) -> tuple[L
         launch = launchers.parse_container(container)
         if launch is None:
             continue
-        name = container.get("name") if isinstance(container, Mapping) else None
-        found.append((_container_gpus(container, i, by_container), launch, name if isinstance(name, str) else None))
+        found.append((_container_gpus(container, i, by_container), launch, _name(container)))
+    if not any(gpus > 0 for gpus, _, _ in found):
+        for i, container in listed:
+            if _container_gpus(container, i, by_container) > 0:
+                generic = launchers.parse_env_model(container)
+                if generic is not None:
+                    return generic, _name(container), notes
     if not found:
         return None, None, notes
     best = max(found, key=lambda item: item[0] > 0)  # first GPU container, else first launcher
     return best[1], best[2], notes
+
+
+def _name(container: Any) -> str | None:
+    name = container.get("name") if isinstance(container, Mapping) else None
+    return name if isinstance(name, str) else None
 
 
 def _model_info(template: PodTemplate, model: str | None, problems: list[Violation]) -> ModelInfo | None:
@@ -124,7 +143,8 @@ def _group_pods(template: PodTemplate, launch: LaunchSpec | None) -> int:
 
 def _gpus_used(launch: LaunchSpec | None, tp: int | None, pp: int | None, dp: int | None,
                gpus: int, pods: int) -> int | None:
-    """GPUs the declared parallelism occupies across the group, None when the launcher is silent."""
+    """GPUs the declared parallelism occupies across the group, None when the launcher is silent or
+    a factor is not visible (``-tp $(TP)`` from a ConfigMap: a default would be a guess)."""
     if launch is None:
         return tp * (pp or 1) if tp else None
     if launch.role == "training":
@@ -133,12 +153,52 @@ def _gpus_used(launch: LaunchSpec | None, tp: int | None, pp: int | None, dp: in
         if launch.procs_per_node:
             return launch.procs_per_node * pods
         return None
-    if tp is None:
+    unresolved = set(getattr(launch, "unresolved", ()))
+    if tp is None or unresolved & {"tensor_parallel", "pipeline_parallel"}:
         return None
     used = tp * (pp or 1)
-    if dp and launch.framework in DP_INSIDE_LAUNCH:
-        used *= dp
+    if _dp_adds_gpus(launch):
+        if dp is None and "data_parallel" in unresolved:
+            return None
+        used *= dp or 1
     return used
+
+
+def _dp_adds_gpus(launch: LaunchSpec) -> bool:
+    """Whether each DP rank takes GPUs of its own (vLLM, LMDeploy, SGLang without DP attention)."""
+    if launch.framework in DP_INSIDE_LAUNCH:
+        return True
+    return launch.framework == "sglang" and not getattr(launch, "dp_attention", False)
+
+
+def _data_parallel(launch: LaunchSpec | None, pods: int, notes: list[str]) -> int | None:
+    """The launch's DP size; when it is not visible (``--data-parallel-size $((LWS_GROUP_SIZE * L))``)
+    but the local ranks are, ``L x pods``: vLLM runs ``--data-parallel-size-local`` ranks in each pod
+    of the group."""
+    if launch is None:
+        return None
+    local = getattr(launch, "data_parallel_local", None)
+    if (launch.data_parallel is None and "data_parallel" in getattr(launch, "unresolved", ())
+            and isinstance(local, int) and local > 0 and pods >= 1):
+        notes.append(f"data parallel size taken as {local} local ranks x {pods} pod(s) = {local * pods}")
+        return local * pods
+    return launch.data_parallel
+
+
+def _unrecognised(launch: LaunchSpec | None, model: str | None, info: ModelInfo | None, gpus: int) -> tuple[str, ...]:
+    """Why a GPU pod's model size is unknown, and the annotation that fixes it: no GPU workload may
+    end without a tier and without saying why."""
+    if gpus <= 0 or info is not None:
+        return ()
+    if model:
+        return (f"model {model[:96]!r} is not in the catalog and its name states no size: set annotation "
+                f"gpu-admission.io/params (e.g. \"7B\")",)
+    if launch is None:
+        return (f"no known launcher or model id found in this GPU pod: {DECLARE}, and "
+                f"gpu-admission.io/tensor-parallel when it spans GPUs",)
+    if any("gpu-admission.io/model" in text for text in (*launch.notes, *launch.hidden)):
+        return ()  # the parser already said why and how
+    return (f"{launch.framework or 'the launcher'} runs, but its model is not visible at admission: {DECLARE}",)
 
 
 def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
@@ -162,21 +222,22 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     tp = _tp_annotation(template, problems)
     tp_declared = tp is not None
     pp = launch.pipeline_parallel if launch else None
-    dp = launch.data_parallel if launch else None
     framework = launch.framework if launch else None
     if launch is not None and tp is None and launch.tensor_parallel is not None:
         tp, tp_declared = launch.tensor_parallel, True
+    pods = _group_pods(template, launch) if not inherited or leader is None else leader.pods
+    notes: list[str] = []
+    dp = _data_parallel(launch, pods, notes)
     if inherited and leader is not None:
         framework = framework or leader.framework
         tp = tp or leader.tensor_parallel
         pp = pp or leader.pipeline_parallel
         dp = dp or leader.data_parallel
         tp_declared = tp_declared or leader.tp_declared
-    pods = _group_pods(template, launch) if not inherited or leader is None else leader.pods
     if launch is not None and tp is None and launch.role == "inference":
         if launch.uses_all_gpus or launch.framework in AUTO_SHARDING:
             tp = max(gpu_req.gpus, 1)
-        elif launch.framework not in ("ollama", "triton-trtllm"):
+        elif launch.framework not in NO_TP_DEFAULT:
             tp = 1  # vLLM, SGLang, TRT-LLM, LMDeploy: TP defaults to 1 whatever the pod requests
     if launch is not None and launch.role == "inference" and tp is not None and pp is None:
         pp = 1
@@ -189,6 +250,10 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     native = info.native_dtype if info else None
     bpp = sizing.bytes_per_param(dtype=dtype, quantization=quantization, native_dtype=native, role=role)
     gpus_used = _gpus_used(launch if not inherited else None, tp, pp, dp, gpu_req.gpus, pods)
+    parallel = _expert_data_parallel(launch, leader if inherited else None)
+    kind = (getattr(launch, "kind", None) if launch else (leader.kind if inherited and leader else None)) \
+        or (info.kind if info else None)
+    notes.extend(_unrecognised(launch, model, info, gpu_req.gpus) if not inherited else ())
 
     prof = WorkloadProfile(
         framework=framework,
@@ -203,15 +268,32 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         gpus_per_pod=gpu_req.gpus,
         pods=pods,
         role=role,
-        kind=info.kind if info else None,
+        kind=kind,
         bytes_per_param=bpp,
         layers=info.layers if info else None,
         gpu_memory_utilization=launch.gpu_memory_utilization if launch else None,
         tp_declared=tp_declared,
         gpus_used=gpus_used,
         hidden=tuple(launch.hidden) if launch else (),
-        notes=(tuple(launch.notes) if launch else ()) + cut,
+        notes=(tuple(launch.notes) if launch else ()) + cut + tuple(notes),
         tier_override=template.annotations.get(TIER),
         container=container,
+        **parallel,
     )
     return Inferred(prof, tuple(problems))
+
+
+def _expert_data_parallel(launch: LaunchSpec | None, leader: WorkloadProfile | None) -> dict[str, Any]:
+    """The expert/data-parallel facts ``sizing`` splits memory by (a worker inherits its leader's)."""
+    if launch is None:
+        if leader is None:
+            return {}
+        return {"expert_parallel": leader.expert_parallel, "expert_parallel_size": leader.expert_parallel_size,
+                "data_parallel_local": leader.data_parallel_local, "dp_attention": leader.dp_attention}
+    size = launch.expert_parallel
+    return {
+        "expert_parallel": bool(getattr(launch, "expert_parallel_enabled", False) or (size or 0) > 1),
+        "expert_parallel_size": size,
+        "data_parallel_local": getattr(launch, "data_parallel_local", None),
+        "dp_attention": bool(getattr(launch, "dp_attention", False)),
+    }

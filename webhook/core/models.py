@@ -331,12 +331,17 @@ def _size_from_segments(segments: tuple[str, ...]) -> _NameSize | None:
     return _NameSize(total=total, active=actives[0] if actives else None)
 
 
+_DIFFUSION_TOKENS = frozenset({"flux", "sdxl", "sd", "pixart", "kandinsky"})
+_DIFFUSION_MARKS = ("-t-2v-", "-i-2v-", "-ti-2v-", "-t-2i-", "-txt-2img-", "-text-to-image", "-text-to-video")
+"""Text/image-to-video and text-to-image markers as they look in a key ("T2V" lexes to "t-2v")."""
+
+
 def _kind_from_key(key: str) -> str:
     """A best guess at the kind of a model known only by name."""
     tokens = set(key.split("-"))
-    if "embed" in key or "rerank" in key:
+    if "embed" in key or "rerank" in key or "colbert" in key or "ms-marco" in key:
         return "embedding"
-    if "diffusion" in key or tokens & {"flux", "sdxl", "sd"}:
+    if "diffusion" in key or tokens & _DIFFUSION_TOKENS or any(m in f"-{key}" for m in _DIFFUSION_MARKS):
         return "diffusion"
     if "llava" in key or tokens & {"vl", "vision"}:
         return "vision"

@@ -17,6 +17,7 @@ from webhook.core.domain import LaunchSpec
 from webhook.core.launchers.context import Ctx, context, with_argvs
 from webhook.core.launchers.detection import IMAGES, Launcher, detect
 from webhook.core.launchers.nim import NIM_IMAGE_RE, parse_nim
+from webhook.core.launchers.programs import ENTRYPOINT_RE
 from webhook.core.launchers.spec import MAX_MESSAGES, Spec
 from webhook.core.shell import Invocation, invocations
 
@@ -77,12 +78,12 @@ def parse_launch(container: Mapping[str, Any]) -> LaunchSpec | None:
     runs, notes = invocations(container, ctx.env)
     ctx = with_argvs(ctx, runs, container)
     for run in runs:
-        hit = detect(run.argv)
+        hit = detect(run.argv, ctx.image)
         if hit is not None:
             spec = _run_parser(hit[0], hit[1], ctx, run)
-            return _finish(spec, notes, ctx)
+            return finish_spec(spec, notes, ctx)
     spec = _parse_by_image(container, ctx)
-    return _finish(spec, notes, ctx) if spec is not None else None
+    return finish_spec(spec, notes, ctx) if spec is not None else None
 
 
 def _run_parser(launcher: Launcher, args: Sequence[str], ctx: Ctx, run: Invocation | None) -> LaunchSpec:
@@ -92,14 +93,18 @@ def _run_parser(launcher: Launcher, args: Sequence[str], ctx: Ctx, run: Invocati
         ctx = replace(ctx, env={**ctx.env, **extra})
     b = Spec(ctx, launcher.framework, launcher.role)
     launcher.parse(args, b)
+    b.generic_model()
     return b.build()
 
 
 def _parse_by_image(container: Mapping[str, Any], ctx: Ctx) -> LaunchSpec | None:
-    """NIM by image name; launcher images only when ``command`` is absent (the entrypoint runs)."""
+    """NIM by image name; launcher images only when the image's own entrypoint runs: ``command``
+    absent, or only an ``*entrypoint*`` script (the DLC and TorchServe images ship one that ends in
+    ``exec <launcher> "$@"``)."""
     if NIM_IMAGE_RE.search(ctx.image):
         return _run_parser(Launcher("nim", "inference", parse_nim), (), ctx, None)
-    if container.get("command") not in (None, []):
+    command = container.get("command")
+    if command not in (None, []) and not _entrypoint_only(command):
         return None
     for pattern, entry in IMAGES:
         if pattern.search(ctx.image):
@@ -110,6 +115,12 @@ def _parse_by_image(container: Mapping[str, Any], ctx: Ctx) -> LaunchSpec | None
     return None
 
 
+def _entrypoint_only(command: Any) -> bool:
+    """``command: ["/entrypoint.sh"]``: the image's wrapper script, given nothing but the args."""
+    return (isinstance(command, list) and len(command) == 1 and isinstance(command[0], str)
+            and ENTRYPOINT_RE.fullmatch(command[0].rsplit("/", 1)[-1][:128]) is not None)
+
+
 def _entrypoint_args(container: Mapping[str, Any], ctx: Ctx) -> tuple[str, ...]:
     """``args`` as the image entrypoint receives them ($(VAR)-expanded, capped)."""
     probe = {"command": ["entrypoint"], "args": container.get("args"),
@@ -118,7 +129,7 @@ def _entrypoint_args(container: Mapping[str, Any], ctx: Ctx) -> tuple[str, ...]:
     return runs[0].argv[1:] if runs else ()
 
 
-def _finish(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
+def finish_spec(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
     """Attach the shell's notes and make sure no env value (secrets above all) left the pod."""
     all_notes = list(dict.fromkeys([*spec.notes, *notes]))[:MAX_MESSAGES]
     changes: dict[str, Any] = {}

@@ -53,7 +53,15 @@ VLLM_FLAGS = _table(
     ("--kv-cache-dtype", "kv_cache_dtype", V),
     ("--gpu-memory-utilization", "gpu_memory_utilization", V),
     ("--config", "config", V),
-    ("--served-model-name --tokenizer --data-parallel-size-local -dpl --node-rank -O", "", V),
+    ("--data-parallel-size-local -dpl", "data_parallel_local", V),
+    ("--data-parallel-rank -dpn", "dp_rank", V),
+    ("--task --runner --convert", "task", V),
+    (
+        "--served-model-name --tokenizer --node-rank -O --data-parallel-start-rank -dpr "
+        "--data-parallel-address -dpa --data-parallel-rpc-port -dpp --data-parallel-backend -dpb "
+        "--api-server-count -asc --all2all-backend --distributed-executor-backend",
+        "", V,
+    ),
     (
         "--trust-remote-code --enforce-eager --enable-prefix-caching --no-enable-prefix-caching "
         "--enable-chunked-prefill --no-enable-chunked-prefill --disable-log-requests "
@@ -98,9 +106,17 @@ SGLANG_FLAGS = _table(
     ("--kv-cache-dtype", "kv_cache_dtype", V),
     ("--config", "config", V),
     ("--enable-ep-moe", "ep_enabled", B),
-    ("--served-model-name --tokenizer-path --node-rank --dist-init-addr", "", V),
+    ("--enable-deepep-moe", "ep_all_to_all", B),
+    ("--moe-a2a-backend", "a2a_backend", V),
+    ("--enable-dp-attention", "dp_attention", B),
+    ("--is-embedding", "embedding", B),
     (
-        "--trust-remote-code --enable-dp-attention --enable-deepep-moe --enable-torch-compile "
+        "--served-model-name --tokenizer-path --node-rank --dist-init-addr --moe-dense-tp-size "
+        "--deepep-mode --moe-runner-backend --disaggregation-mode --ep-num-redundant-experts",
+        "", V,
+    ),
+    (
+        "--trust-remote-code --enable-torch-compile "
         "--disable-radix-cache --enable-metrics --log-requests --disable-cuda-graph "
         "--enable-mixed-chunk --skip-server-warmup --enable-dp-lm-head --disable-overlap-schedule "
         "--enable-cache-report --enable-hierarchical-cache --enable-nan-detection --show-time-cost "
@@ -111,12 +127,120 @@ SGLANG_FLAGS = _table(
 )
 
 TRTLLM_FLAGS = _table(
-    ("--tp-size", "tensor_parallel", V),
-    ("--pp-size", "pipeline_parallel", V),
-    ("--ep-size --moe-expert-parallel-size", "expert_parallel", V),
+    # tensorrt_llm/commands/serve.py (click options of ``serve``)
+    ("--tensor-parallel-size --tp-size", "tensor_parallel", V),
+    ("--pipeline-parallel-size --pp-size", "pipeline_parallel", V),
+    ("--moe-expert-parallel-size --ep-size", "expert_parallel", V),
     ("--extra-llm-api-options --config", "config", V),
-    ("--backend --tokenizer --gpus-per-node --cluster-size --kv-cache-free-gpu-memory-fraction", "", V),
-    ("--trust-remote-code", "", B),
+    (
+        "--backend --tokenizer --custom-tokenizer --gpus-per-node --moe-cluster-parallel-size "
+        "--cluster-size --context-parallel-size --cp-size --free-gpu-memory-fraction "
+        "--kv-cache-free-gpu-memory-fraction --max-batch-size --max-num-tokens --max-seq-len "
+        "--max-beam-width --num-postprocess-workers --host --port --log-level --revision "
+        "--reasoning-parser --tool-parser --server-role --metadata-server-config-file "
+        "--disagg-cluster-uri --otlp-traces-endpoint --media-io-kwargs --chat-template",
+        "", V,
+    ),
+    ("--trust-remote-code --enable-chunked-prefill --fail-fast-on-attention-window-too-large", "", B),
+)
+
+TEI_FLAGS = _table(
+    # text-embeddings-inference router/src/main.rs (clap, each with an env twin: MODEL_ID, DTYPE...)
+    ("--model-id", "model", V),
+    ("--dtype", "dtype", V),
+    (
+        "--revision --tokenization-workers --served-model-name --pooling --max-concurrent-requests "
+        "--max-batch-tokens --max-batch-requests --max-client-batch-size --default-prompt-name "
+        "--default-prompt --dense-path --device-id --hf-api-token --hf-token --hostname --port -p "
+        "--uds-path --huggingface-hub-cache --payload-limit --api-key --otlp-endpoint "
+        "--otlp-service-name --prometheus-port --cors-allow-origin",
+        "", V,
+    ),
+    ("--auto-truncate --json-output --disable-spans", "", B),
+)
+
+INFINITY_FLAGS = _table(
+    # infinity docs/docs/cli_v2.md (``infinity_emb v2``; v1 spelled the model --model-name-or-path)
+    ("--model-id --model-name-or-path", "model", V),
+    ("--dtype", "dtype", V),
+    ("--device", "device", V),
+    (
+        "--served-model-name --batch-size --revision --engine --embedding-dtype --pooling-method "
+        "--host --port --url-prefix --redirect-slash --log-level --api-key --proxy-root-path --device-id",
+        "", V,
+    ),
+    (
+        "--trust-remote-code --no-trust-remote-code --model-warmup --no-model-warmup "
+        "--vector-disk-cache --no-vector-disk-cache --lengths-via-tokenize --no-lengths-via-tokenize "
+        "--compile --no-compile --bettertransformer --no-bettertransformer --preload-only "
+        "--no-preload-only --permissive-cors --no-permissive-cors",
+        "", B,
+    ),
+)
+
+LLAMACPP_FLAGS = _table(
+    # llama.cpp tools/server/README.md (common params; each has an LLAMA_ARG_* env twin)
+    ("-m --model", "model", V),
+    ("-hf -hfr --hf-repo", "hf_repo", V),
+    ("-hff --hf-file", "hf_file", V),
+    ("-mu --model-url", "model_url", V),
+    ("-ngl --gpu-layers --n-gpu-layers", "gpu_layers", V),
+    ("-sm --split-mode", "split_mode", V),
+    ("-ts --tensor-split", "tensor_split", V),
+    ("--embedding --embeddings --reranking --rerank", "embedding", B),
+    (
+        "-c --ctx-size -np --parallel -t --threads -tb --threads-batch -b --batch-size -ub "
+        "--ubatch-size -ctk --cache-type-k -ctv --cache-type-v -mg --main-gpu -dev --device "
+        "--host --port -a --alias --api-key --rpc -fa --flash-attn --pooling -ot --override-tensor",
+        "", V,
+    ),
+    ("--cont-batching --no-mmap --mlock --metrics --jinja --no-webui -cmoe --cpu-moe", "", B),
+)
+
+TORCHSERVE_FLAGS = _table(
+    # pytorch/serve docs/configuration.md "Command line parameters"; --models takes several values
+    ("--model-store", "model_store", V),
+    ("--ts-config", "config", V),
+    ("--models", "models", V),
+    ("--log-config --workflow-store --plugins-path", "", V),
+    (
+        "--start --stop --foreground --ncs --no-config-snapshots --disable-token-auth "
+        "--enable-model-api",
+        "", B,
+    ),
+)
+
+TS_LLM_FLAGS = _table(
+    # pytorch/serve ts/llm_launcher.py (argparse)
+    ("--model-id", "model", V),
+    ("--engine", "engine", V),
+    ("--dtype", "dtype", V),
+    ("--model-name --model-store --startup-timeout --vllm-engine.max-num-seqs "
+     "--vllm-engine.max-model-len --vllm-engine.download-dir --trt-llm-engine.max-batch-size "
+     "--trt-llm-engine.kv-cache-free-gpu-memory-fraction", "", V),
+    ("--disable-token-auth", "", B),
+)
+
+TRITONSERVER_FLAGS = _table(
+    # tritonserver --help: --model-repository (alias --model-store), --load-model with explicit control
+    ("--model-repository --model-store", "model_repository", V),
+    (
+        "--model-control-mode --load-model --backend-config --http-port --grpc-port --metrics-port "
+        "--log-verbose --log-file --cache-config --backend-directory --repoagent-directory",
+        "", V,
+    ),
+    ("--allow-metrics --allow-gpu-metrics --disable-auto-complete-config", "", B),
+)
+
+A1111_FLAGS = _table(
+    # AUTOMATIC1111/stable-diffusion-webui modules/cmd_args.py (Forge and SD.Next share them)
+    ("--ckpt", "model", V),
+    ("--ckpt-dir --device-id --port --data-dir --vae-path --vae-dir --server-name --ui-settings-file", "", V),
+    (
+        "--listen --api --xformers --no-half --no-half-vae --medvram --lowvram --skip-torch-cuda-test "
+        "--enable-insecure-extension-access --nowebui --opt-sdp-attention",
+        "", B,
+    ),
 )
 
 TRITON_FLAGS = _table(
@@ -214,6 +338,18 @@ SCRIPT_FLAGS = _table(
     ("--torch-dtype", "dtype", V),
     ("--bf16", "bf16", OB),
     ("--fp16", "fp16", OB),
+)
+
+GENERIC_ENV = ("MODEL_ID", "HF_MODEL_ID", "MODEL_NAME", "MODEL", "MODEL_PATH")
+"""Env names custom servers and training scripts read a model id from, in the order tried."""
+
+GENERIC_FLAGS = _table(
+    # the model flags custom serving scripts use, read only when no known launcher runs
+    (
+        "--model-id --model --model-name --model-path --model-name-or-path "
+        "--pretrained-model-name-or-path --base-model --ckpt --checkpoint",
+        "model", V,
+    ),
 )
 
 HYDRA_KEYS: tuple[tuple[str, str], ...] = (

@@ -19,7 +19,10 @@ _RUNNER_VALUE_OPTS = frozenset(
      "--env-file", "-n", "--name", "--prefix", "--with-requirements", "--index", "--index-url",
      "--extra-index-url", "--package", "--from", "-e", "--environment"}
 )
-_ENTRYPOINT_RE = re.compile(r"[\w.-]{0,64}entrypoint[\w.-]{0,64}")
+ENTRYPOINT_RE = re.compile(r"[\w.-]{0,64}entrypoint[\w.-]{0,64}")
+_WRAPPERS = frozenset({"tini", "dumb-init", "trtllm-llmapi-launch"})
+"""Programs that only start the next word: init shims, and TensorRT-LLM's MPI launch helper
+(``mpirun -n 8 trtllm-llmapi-launch trtllm-serve ...``)."""
 
 
 def base(token: str) -> str:
@@ -30,7 +33,7 @@ def program(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
     """Reduce an argv to (program, its args, as written): ``python3 -u -m X a`` -> (X, (a,), X).
 
     Skips ``python``/``python3.11`` and their options, ``uv run``/``conda run -n env``, and
-    ``*entrypoint*.sh`` wrappers; a path becomes its basename. ``None`` for ``python -c`` or
+    ``*entrypoint*.sh`` wrappers and init shims (``tini --``); a path becomes its basename. ``None`` for ``python -c`` or
     nothing to run.
     """
     i = 0
@@ -43,7 +46,7 @@ def program(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
             i = _skip_opts(argv, i + 2, _RUNNER_VALUE_OPTS)
         elif _PYTHON_RE.fullmatch(head):
             return _python_program(argv, i + 1)
-        elif _ENTRYPOINT_RE.fullmatch(head):
+        elif ENTRYPOINT_RE.fullmatch(head) or head in _WRAPPERS:
             i = _skip_opts(argv, i + 1, frozenset())
         else:
             return head, tuple(argv[i + 1 :]), argv[i]
@@ -74,3 +77,43 @@ def _python_program(argv: Sequence[str], i: int) -> tuple[str, tuple[str, ...], 
     if i >= n:
         return None
     return base(argv[i]), tuple(argv[i + 1 :]), argv[i]
+
+
+MPI_LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun"})
+_MPI_VALUE_OPTS = frozenset(
+    {"-n", "-np", "--np", "-c", "-N", "--npernode", "-npernode", "-H", "--host", "-host", "--hostfile",
+     "-hostfile", "--machinefile", "-machinefile", "-x", "--map-by", "-map-by", "--bind-to", "-bind-to",
+     "--rank-by", "-rank-by", "-wdir", "--wdir", "-wd", "--prefix", "--output-filename", "--timeout",
+     "-launch-agent", "--launch-agent", "-f", "-ppn", "-hosts", "-genv"}
+)
+_MPI_PAIR_OPTS = frozenset({"-mca", "--mca", "-gmca", "--gmca", "-genv"})
+_COUNT_OPTS = frozenset({"-n", "-np", "--np", "-c"})
+
+
+def mpi_program(argv: Sequence[str]) -> tuple[int | None, list[tuple[str, ...]]] | None:
+    """``mpirun [opts] -n 2 prog args : -n 2 prog args`` -> (ranks, [argv of each app context]).
+
+    ``ranks`` sums the ``-n``/``-np`` counts of every colon-separated app context (``None`` when a
+    context states none: the hostfile decides). ``None`` when ``argv`` is not an MPI launch.
+    """
+    if not argv or base(argv[0]) not in MPI_LAUNCHERS:
+        return None
+    contexts: list[list[str]] = [[]]
+    for token in argv[1:4096]:
+        if token == ":":
+            contexts.append([])
+        else:
+            contexts[-1].append(token)
+    total: int | None = 0
+    apps: list[tuple[str, ...]] = []
+    for ctx in contexts[:64]:
+        count, i = None, 0
+        while i < len(ctx) and ctx[i].startswith("-"):
+            opt, _, inline = ctx[i].partition("=")
+            value = inline if inline else (ctx[i + 1] if i + 1 < len(ctx) else "")
+            if opt in _COUNT_OPTS and value.isdigit() and len(value) <= 6:
+                count = int(value)
+            i += 3 if opt in _MPI_PAIR_OPTS else 2 if opt in _MPI_VALUE_OPTS and not inline else 1
+        apps.append(tuple(ctx[i:]))
+        total = None if total is None or count is None else total + count
+    return total, apps

@@ -98,3 +98,30 @@ def scan(args: Sequence[str], table: Mapping[str, Flag], *, stop_at_positional: 
 
 def truthy(raw: str) -> bool:
     return raw.strip().lower() not in ("false", "0", "no", "off")
+
+
+def flag_values(args: Sequence[str], spellings: Sequence[str], *, nargs: bool = False, limit: int = 16) -> list[str]:
+    """Every value given to one flag, in order: ``--model-id a --model-id b`` -> ``[a, b]``.
+
+    ``scan`` keeps the last occurrence, as argparse does for plain options; Infinity repeats
+    ``--model-id`` and TorchServe's ``--models`` takes several values (``nargs``: every token up to
+    the next flag). Bounded by ``limit``.
+    """
+    wanted = {norm_flag(s) for s in spellings}
+    out: list[str] = []
+    i, n = 0, min(len(args), 4096)
+    while i < n and len(out) < limit:
+        name, eq, inline = args[i].partition("=")
+        i += 1
+        if not is_flag(name) or norm_flag(name) not in wanted:
+            continue
+        if eq:
+            out.append(inline)
+            if not nargs:
+                continue
+        while i < n and not is_flag(args[i]) and len(out) < limit:
+            out.append(args[i])
+            i += 1
+            if not nargs:
+                break
+    return out

@@ -1,8 +1,10 @@
-"""Inference-server parsers: vLLM, TGI, SGLang, TensorRT-LLM, Triton, KServe, LMDeploy, Ollama.
+"""LLM inference-server parsers: vLLM, TGI, SGLang, TensorRT-LLM, KServe, LMDeploy, Ollama.
 
 Each parser reads one server's argv (and, where the server does, its env) into a ``Spec``: model,
-parallelism, precision, and whether it grabs every visible GPU. NIM, which is recognised by its
-image rather than a command line, lives in ``nim``.
+parallelism, precision, and whether it grabs every visible GPU. Elsewhere: NIM (recognised by its
+image) in ``nim``; vLLM/SGLang data and expert parallelism in ``parallel``; embedding servers in
+``embedding``; llama.cpp in ``llamacpp``; Triton and TorchServe in ``repository``; image servers in
+``diffusion``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from webhook.core.launchers.flags import (
     LMDEPLOY_FLAGS,
     SGLANG_FLAGS,
     TGI_FLAGS,
-    TRITON_FLAGS,
     TRTLLM_FLAGS,
     VLLM_FLAGS,
 )
-from webhook.core.launchers.scan import Scan, is_flag, scan, truthy
+from webhook.core.launchers.parallel import read_sglang_parallel, read_vllm_parallel
+from webhook.core.launchers.scan import is_flag, scan, truthy
 from webhook.core.launchers.spec import Spec
+
+TGI_DEFAULT_MODEL = "bigscience/bloom-560m"
+"""What ``text-generation-launcher`` loads when no model is given (clap ``default_value``)."""
 
 
 def _leading_positional(args: Sequence[str]) -> tuple[str | None, Sequence[str]]:
@@ -36,21 +41,6 @@ def _set_positional_model(b: Spec, model: str | None, source: str) -> None:
         b.set("model", model, source)
 
 
-def _expert_parallel_from_flag(b: Spec, found: Scan, *, factors: Sequence[str]) -> None:
-    """``--enable-expert-parallel``: EP size is the product of ``factors`` (vLLM: TP x DP)."""
-    if "ep_enabled" not in found.values or not truthy(found.values["ep_enabled"][0]):
-        return
-    if b.mentioned("expert_parallel"):
-        return
-    if any(f in b.unresolved for f in factors):
-        b.note("expert parallel is enabled; its size depends on values not visible at admission")
-        return
-    size = 1
-    for f in factors:
-        size *= b.fields.get(f) or 1
-    b.fields["expert_parallel"] = size
-
-
 def parse_vllm_serve(args: Sequence[str], b: Spec) -> None:
     """``vllm serve [MODEL] [flags]`` (and the vllm/vllm-openai image's entrypoint)."""
     model, rest = _leading_positional(args)
@@ -59,31 +49,39 @@ def parse_vllm_serve(args: Sequence[str], b: Spec) -> None:
     if model is None and found.positionals:
         model = found.positionals[0]
     _set_positional_model(b, model, "the vllm serve argument")
-    _expert_parallel_from_flag(b, found, factors=("tensor_parallel", "data_parallel"))
+    read_vllm_parallel(found, b)
 
 
 def parse_vllm_module(args: Sequence[str], b: Spec) -> None:
     """``python -m vllm.entrypoints.openai.api_server --model X``: no positional model."""
     found = scan(args, VLLM_FLAGS)
     b.apply(found, label="vLLM")
-    _expert_parallel_from_flag(b, found, factors=("tensor_parallel", "data_parallel"))
+    read_vllm_parallel(found, b)
 
 
 def parse_tgi(args: Sequence[str], b: Spec) -> None:
     """TGI: flags first, then env (``MODEL_ID``, ``NUM_SHARD``...) as clap does.
 
-    Without ``--num-shard`` TGI shards over every visible GPU unless ``--sharded false``.
+    Every flag has its env twin (``#[clap(long, env)]`` in huggingface/text-generation-inference
+    launcher/src/main.rs): ``MODEL_ID`` (default ``bigscience/bloom-560m``), ``NUM_SHARD``,
+    ``SHARDED``, ``QUANTIZE``, ``DTYPE``, ``KV_CACHE_DTYPE``, ``CUDA_MEMORY_FRACTION``; SageMaker's
+    entrypoint maps ``HF_MODEL_ID``/``SM_NUM_GPUS``/``HF_MODEL_QUANTIZE`` onto them. Without
+    ``--num-shard`` TGI shards over every visible GPU unless ``--sharded false``.
     """
     found = scan(args, TGI_FLAGS)
     b.apply(found, label="TGI")
+    b.model_from_env(("MODEL_ID", "HF_MODEL_ID"))
     if not b.mentioned("model"):
-        b.from_env(("MODEL_ID", "HF_MODEL_ID"), "model")
+        b.fields["model"] = TGI_DEFAULT_MODEL
+        b.note(f"TGI runs its default model {TGI_DEFAULT_MODEL}: neither --model-id nor MODEL_ID is set")
     if not b.mentioned("tensor_parallel"):
         b.from_env(("NUM_SHARD", "SM_NUM_GPUS"), "tensor_parallel")
     if not b.mentioned("quantization"):
         b.from_env(("QUANTIZE", "HF_MODEL_QUANTIZE"), "quantization")
     if not b.mentioned("dtype"):
         b.from_env(("DTYPE",), "dtype")
+    if not b.mentioned("kv_cache_dtype"):
+        b.from_env(("KV_CACHE_DTYPE",), "kv_cache_dtype")
     if not b.mentioned("gpu_memory_utilization"):
         b.from_env(("CUDA_MEMORY_FRACTION",), "gpu_memory_utilization")
     if b.mentioned("tensor_parallel"):
@@ -96,34 +94,30 @@ def parse_tgi(args: Sequence[str], b: Spec) -> None:
 
 
 def parse_sglang(args: Sequence[str], b: Spec) -> None:
-    """SGLang: ``--tp`` counts GPUs across all nodes of the group."""
+    """SGLang: ``--tp`` counts GPUs across all nodes of the group; DP and EP in ``parallel``."""
     found = scan(args, SGLANG_FLAGS)
     b.apply(found, label="SGLang")
-    b.fields["tp_is_total"] = True
-    _expert_parallel_from_flag(b, found, factors=("tensor_parallel",))
+    read_sglang_parallel(found, b)
 
 
 def parse_trtllm(args: Sequence[str], b: Spec) -> None:
-    """``trtllm-serve [serve] MODEL --tp_size N``."""
-    if args and args[0] == "serve":
+    """``trtllm-serve [serve|grpc] MODEL --tp_size N`` (also ``python3 -m tensorrt_llm.commands.serve``).
+
+    NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py: ``main`` is a click group whose default
+    command is ``serve``; ``MODEL`` is "model name | HF checkpoint path | TensorRT engine path";
+    ``--tensor_parallel_size/--tp_size``, ``--pipeline_parallel_size/--pp_size`` (both default 1),
+    ``--moe_expert_parallel_size/--ep_size``; ``--config/--extra_llm_api_options`` is a YAML file that
+    may override all of them. ``disaggregated -c FILE`` keeps every server's settings in the file.
+    """
+    if args and args[0] == "disaggregated":
+        b.hide("settings in the trtllm-serve disaggregated config file")
+        return
+    if args and args[0] in ("serve", "grpc"):
         args = args[1:]
     model, rest = _leading_positional(args)
     found = scan(rest, TRTLLM_FLAGS)
     b.apply(found, label="trtllm-serve")
     _set_positional_model(b, model, "the trtllm-serve argument")
-
-
-def parse_triton(args: Sequence[str], b: Spec) -> None:
-    """``launch_triton_server.py --world_size=N``: N MPI ranks, one per GPU; model not visible.
-
-    The engine was built for TP x PP = N. N is also reported as ``tensor_parallel`` because the
-    weights are split N ways either way, which is what fit and placement need.
-    """
-    b.apply(scan(args, TRITON_FLAGS), label="Triton")
-    if "procs_per_node" in b.fields:
-        b.fields["tensor_parallel"] = b.fields["procs_per_node"]
-    elif "procs_per_node" in b.unresolved:
-        b.unresolved.add("tensor_parallel")
 
 
 def parse_kserve(args: Sequence[str], b: Spec) -> None:

@@ -10,13 +10,41 @@ has.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from webhook.core.container_env import is_secret_name
 from webhook.core.domain import LaunchSpec
 from webhook.core.launchers.context import Ctx
+from webhook.core.launchers.flags import GENERIC_ENV
 from webhook.core.launchers.scan import Scan
 from webhook.core.launchers.values import ALL_GPUS, BAD, FIELDS, SKIP, Field
+
+@dataclass(frozen=True)
+class ParsedLaunch(LaunchSpec):
+    """A ``LaunchSpec`` with the facts the newer parsers read that ``domain.LaunchSpec`` has no field
+    for yet; inference reads them with ``getattr`` so either class works.
+
+    Why a subclass: the domain module is shared with other stages and owned elsewhere; these fields
+    belong there (and can move there unchanged), but the parsers must be able to say them now.
+    """
+
+    kind: str | None = None
+    """What the server runs when the launcher itself says so, whatever the model name: ``embedding``
+    (TEI, Infinity, ``vllm --task embed``, ``llama-server --embeddings``) or ``diffusion`` (ComfyUI,
+    Automatic1111). ``None`` leaves the kind to the model catalog."""
+    data_parallel_local: int | None = None
+    """Data-parallel ranks this pod runs (vLLM ``--data-parallel-size-local``; 1 for an external-LB
+    ``--data-parallel-rank``); 0 for an API-server-only head."""
+    dp_attention: bool = False
+    """SGLang ``--enable-dp-attention``: the DP ranks live inside the TP group (no extra GPUs)."""
+    expert_parallel_enabled: bool = False
+    """The launcher splits MoE experts over ranks (``--enable-expert-parallel``, ``--ep-size`` > 1,
+    an all-to-all MoE backend), even when the size itself is not visible."""
+    unresolved: tuple[str, ...] = ()
+    """Fields the launcher sets to something not visible at admission (``$(TP)`` from a ConfigMap,
+    ``$((A * B))``): a default must not be taken for them when counting GPUs."""
+
 
 MAX_MESSAGES = 32
 """hidden/notes entries kept per spec: enough to explain, bounded for hostile input."""
@@ -111,6 +139,38 @@ class Spec:
         self.env_raw(names, key)
         return False
 
+    def model_from_env(self, names: Sequence[str]) -> None:
+        """Model from the first of ``names`` the container sets, unless a flag already gave it.
+
+        The Hugging Face deep-learning containers for Vertex AI replace ``MODEL_ID`` with the local
+        copy of ``AIP_STORAGE_URI`` when that is a ``gs://`` path (huggingface/Google-Cloud-Containers
+        ``containers/tgi/gpu/*/entrypoint.sh`` and ``containers/tei/*/entrypoint.sh``), so the URI,
+        whose path often carries the model name, is what runs.
+        """
+        if self.mentioned("model"):
+            return
+        uri = self.ctx.env.get("AIP_STORAGE_URI", "")
+        if uri.startswith("gs://"):
+            self.set("model", uri, "AIP_STORAGE_URI")
+            return
+        self.from_env(names, "model")
+
+    def generic_model(self) -> bool:
+        """Last resort when the launcher names no model: a literal ``MODEL_ID``, ``HF_MODEL_ID``,
+        ``MODEL_NAME``, ``MODEL`` or ``MODEL_PATH`` (``flags.GENERIC_ENV``), with a note saying so.
+
+        Training scripts and model servers that take their model from a repository are often told
+        the model this way; the launcher does not document the name, so it is a guess, named as one.
+        """
+        if self.mentioned("model"):
+            return False
+        for name in GENERIC_ENV:
+            value = self.ctx.env.get(name, "")
+            if value.strip() and self.set("model", value, f"env {name}"):
+                self.note(f"model read from env {name}, a generic setting the launcher itself does not read")
+                return True
+        return False
+
     def _unresolved(self, raw: str, spec: Field, source: str) -> bool:
         """Whether ``raw`` still holds a variable or command substitution; if so, explain it."""
         if "$" not in raw and "`" not in raw:
@@ -150,12 +210,13 @@ class Spec:
         else:
             self.note(f"{what} is {written}, not a literal: {name} is not set in the pod spec")
 
-    def build(self) -> LaunchSpec:
+    def build(self) -> ParsedLaunch:
         if self.maybe_env_from:
             items = ", ".join(dict.fromkeys(self.maybe_env_from))
             self.hide(f"{items} may come from {', '.join(self.ctx.env_from)}")
-        return LaunchSpec(
+        return ParsedLaunch(
             **self.fields,
+            unresolved=tuple(sorted(self.unresolved))[:MAX_MESSAGES],
             hidden=tuple(self.hidden[:MAX_MESSAGES]),
             notes=tuple(self.notes[:MAX_MESSAGES]),
         )

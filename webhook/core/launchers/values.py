@@ -69,6 +69,12 @@ def _to_count(raw: str) -> Any:
     return value if value >= 1 else BAD
 
 
+def _to_count_or_zero(raw: str) -> Any:
+    """A count where 0 means something (vLLM ``--data-parallel-size-local 0``: an API-only head)."""
+    text = raw.strip()
+    return int(text) if INT_RE.fullmatch(text) else BAD
+
+
 def _to_nnodes(raw: str) -> Any:
     """torchrun ``--nnodes``: ``N`` or ``MIN:MAX`` (elastic; the group may grow to MAX)."""
     m = _NNODES_RE.fullmatch(raw.strip())
@@ -154,6 +160,7 @@ FIELDS: dict[str, Field] = {
     "pipeline_parallel": Field("pipeline_parallel", "pipeline parallel size", "a positive integer", _to_count),
     "data_parallel": Field("data_parallel", "data parallel size", "a positive integer", _to_count),
     "expert_parallel": Field("expert_parallel", "expert parallel size", "a positive integer", _to_count),
+    "data_parallel_local": Field("data_parallel_local", "local data parallel size", "an integer", _to_count_or_zero),
     "nnodes": Field("nnodes", "node count", "N or MIN:MAX", _to_nnodes),
     "procs_per_node": Field("procs_per_node", "processes per node", "a positive integer", _to_count),
     "nproc": Field("procs_per_node", "processes per node", "an integer, auto or gpu", _to_nproc),

@@ -1,0 +1,62 @@
+"""Last resort for a GPU container no known launcher runs: a model id in a well-known place.
+
+Custom servers (a diffusers app, a FastAPI wrapper around transformers) are configured the same few
+ways: an env variable named ``MODEL_ID``, ``HF_MODEL_ID``, ``MODEL_NAME``, ``MODEL`` or
+``MODEL_PATH``, or a ``--model``-style flag of the script. Reading that is a guess, so it is used
+only when nothing better was found, only for containers that request GPUs (``inference`` decides),
+and the spec says where the model was read and that the framework is unknown. Nothing is assumed
+about parallelism or role: TP and GPUs stay unknown unless annotated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.launchers.container import finish_spec
+from webhook.core.launchers.context import context, with_argvs
+from webhook.core.launchers.flags import GENERIC_ENV, GENERIC_FLAGS
+from webhook.core.launchers.scan import scan
+from webhook.core.domain import LaunchSpec
+from webhook.core.launchers.spec import Spec
+from webhook.core.shell import invocations
+
+
+
+def parse_env_model(container: Mapping[str, Any]) -> LaunchSpec | None:
+    """A spec with ``model`` from well-known env names or script flags, or None when there is none.
+
+    Values that are not literal (``valueFrom``, ``envFrom``, ``$(VAR)``) are reported by name in
+    ``hidden`` exactly as for a known launcher, so the user learns where the model hides.
+    """
+    if not isinstance(container, Mapping):
+        return None
+    ctx = context(container)
+    runs, notes = invocations(container, ctx.env)
+    ctx = with_argvs(ctx, runs, container)
+    b = Spec(ctx, "", "")
+    b.fields["framework"] = None
+    b.fields["role"] = None
+    source = ""
+    for name in GENERIC_ENV:
+        if name in ctx.env and ctx.env[name].strip():
+            b.set("model", ctx.env[name], f"env {name}")
+            source = f"env {name}"
+            break
+        if name in ctx.unknown or name in ctx.withheld:
+            b.env_raw((name,), "model")
+            break
+    if not b.mentioned("model"):
+        for run in runs[:16]:
+            found = scan(run.argv[1:], GENERIC_FLAGS)
+            if "model" in found.values:
+                raw, spelled = found.values["model"]
+                source = f"{spelled[:64]} of {run.argv[0].rsplit('/', 1)[-1][:64]}"
+                b.set("model", raw, source)
+                break
+    if not b.mentioned("model"):
+        return None
+    if "model" in b.fields:
+        # names only: the value is an env value, and messages never carry those
+        b.note(f"no known launcher runs: the model was read from {source}; framework and parallelism unknown")
+    return finish_spec(b.build(), notes, ctx)
