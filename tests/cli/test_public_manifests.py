@@ -61,15 +61,14 @@ class Row:
 
 
 # Why rows are wrong today, shared by several rows.
-ACCELERATE_ENV = ("`accelerate launch fine_tune.py` is recognised, and then the MODEL_NAME env the script reads "
-                  "(a well-known env name, issue point 1) is not consulted: model and size unknown")
 UNREAD_TRT_LAUNCH = ("TRT-LLM launched by the tutorial's server.py (--tp=2 --pp=8 --gpu_per_node=8): "
                      "its flags are not read, so TP is unknown")
 KSERVE_DP_EP_MODEL = ("LLMInferenceService spec.model.name (deepseek-ai/DeepSeek-R1-0528) is not read when "
                       "spec.model.uri is a pvc:// path: the model is taken as the PVC name, so its size is unknown")
-CNN_SIZE = "inception3 (23.8M) is read from --model but has no size in the catalog or name rules (tier is right)"
 MPI_LAUNCHER_FLAG = ("resnet101 is named by --model on the CPU launcher's mpirun command, which the GPU workers do "
                      "not inherit here; it would have no size anyway (tier is right)")
+T4_PIN = ("T4 is in no default tier, so Hugging Face's documented T4 pin for a 0.1B embedding model is denied "
+          "tier-mismatch (the catalog's cost tier, not the reading, is wrong)")
 NOT_JUDGED_OPERATOR = "{kind} is not a supported kind: GPUs seen in its fields, reported not-judged, no template read"
 
 
@@ -102,7 +101,7 @@ CASES = [
     row("gke/ai-on-gke-tgi-dlc-llama-2-70b-nf4-l4x2.yaml", "Deployment", None,
         "meta-llama/Llama-2-70b-chat-hf", 69.0, 2, 2, 1, HBM, TM),
     row("gke/job-accelerate-fsdp-gemma-2-9b-l4.yaml", "Job", None,
-        "google/gemma-2-9b-it", 9.24, 1, 2, 2, HBM, TM, wrong=ACCELERATE_ENV),
+        "google/gemma-2-9b-it", 9.24, 1, 2, 2, HBM, TM),
     # the axolotl config (model) is a ConfigMap made from a file that is not in the input
     row("gke/job-axolotl-gemma3-a100.yaml", "Job", None, None, None, 1, 1, 1, None, A),
     row("gke/lws-tensorrt-llm-triton-pp8-tp2.yaml", "LeaderWorkerSet", "leader",
@@ -141,12 +140,10 @@ CASES = [
     # sample); the default cost tier lists no T4, but refusing it is not what the cost rule is for.
     row("hf-gcc/tei-dlc-bge-base-from-gcs-t4.yaml", "Deployment", None,
         "bge-base-en-v1.5", 0.109, 1, 1, 1, COST, A,
-        wrong="T4 is in no default tier, so Hugging Face's documented T4 pin for a 0.1B embedding model is "
-              "denied tier-mismatch (the catalog's cost tier, not the reading, is wrong)"),
+        wrong=T4_PIN),
     row("hf-gcc/tei-dlc-snowflake-arctic-embed-m-t4.yaml", "Deployment", None,
         "Snowflake/snowflake-arctic-embed-m", 0.109, 1, 1, 1, COST, A,
-        wrong="snowflake-arctic-embed-m has no size in the catalog or name rules: TEI is recognised and a "
-              "warning asks for the size, but an embedding model on one GPU gets no tier (it belongs on cost)"),
+        wrong=T4_PIN),
     row("hf-gcc/tgi-dlc-llama-3.1-405b-fp8-h100.yaml", "Deployment", None,
         "meta-llama/Llama-3.1-405B-Instruct-FP8", 405, 8, 8, 1, HBM, A),
     row("hf-gcc/tgi-dlc-llama-3.2-11b-vision-l4x2.yaml", "Deployment", None,
@@ -170,8 +167,7 @@ CASES = [
         "microsoft/Phi-3-mini-128k-instruct", 3.82, 1, 1, 1, COST, TM),
     # ---------------------------------------------------------------- KServe
     row("kserve/isvc-huggingface-t5-small-gpu.yaml", "InferenceService", "predictor",
-        "google-t5/t5-small", 0.0605, 1, 1, 1, COST, A,
-        wrong="t5-small (60M) has no size in the catalog or name rules: warned, but left without a tier"),
+        "google-t5/t5-small", 0.0605, 1, 1, 1, COST, A),
     row("kserve/isvc-huggingfaceserver-container-llama-2-7b.yaml", "InferenceService", "predictor",
         "meta-llama/Llama-2-7b-chat-hf", 6.74, 1, 1, 1, COST, A),
     # the model archive behind storageUri is not named in the manifest
@@ -273,7 +269,7 @@ CASES = [
         wrong=NOT_JUDGED_OPERATOR.format(kind="VLLMRuntime (production-stack operator)")),
     # ---------------------------------------------------------------- Volcano
     row("volcano/job-tf-benchmark-inception3-gpu.yaml", "Job", "worker",
-        "inception3", 0.0238, 1, 1, 3, HBM, A, wrong=CNN_SIZE),
+        "inception3", 0.0238, 1, 1, 3, HBM, A),
 ]
 
 # Rows where `check` leaves a GPU template with no tier and says nothing about it today (issue 15,
