@@ -153,6 +153,35 @@ CATALOG_CASES = [
     ("bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", 8.0, None, "gguf-file"),
     ("'meta-llama/Llama-3.1-8B-Instruct'", 8.0, None, "quoted"),
     ("  META-LLAMA/LLAMA-3.1-8B-INSTRUCT  ", 8.0, None, "upper-case-and-blanks"),
+    # image generation: ids, renamed repos and the checkpoint files A1111/ComfyUI load
+    ("runwayml/stable-diffusion-v1-5", 0.98, None, "sd-1.5-runwayml"),
+    ("CompVis/stable-diffusion-v1-4", 0.98, None, "sd-1.4-same-unet"),
+    ("/models/Stable-diffusion/v1-5-pruned-emaonly.safetensors", 0.98, None, "sd-1.5-checkpoint-file"),
+    ("stabilityai/stable-diffusion-2-base", 1.3, None, "sd-2-base"),
+    ("v2-1_768-ema-pruned.safetensors", 1.3, None, "sd-2.1-checkpoint-file"),
+    ("stabilityai/sd-turbo", 1.3, None, "sd-turbo"),
+    ("/models/checkpoints/sd_xl_base_1.0.safetensors", 3.5, None, "sdxl-checkpoint-file"),
+    ("sd_xl_refiner_1.0.safetensors", 3.1, None, "sdxl-refiner-checkpoint-file"),
+    ("stabilityai/sdxl-turbo", 3.5, None, "sdxl-turbo"),
+    ("black-forest-labs/FLUX.1-Kontext-dev", 12.0, None, "flux-kontext-dev"),
+    ("flux1-dev-fp8.safetensors", 12.0, None, "flux-dev-checkpoint-file"),
+    ("black-forest-labs/FLUX.2-dev", 32.0, None, "flux-2-dev"),
+    ("Qwen/Qwen-Image-Edit", 20.0, None, "qwen-image-edit"),
+    ("Wan-AI/Wan2.1-I2V-14B-720P", 14.0, None, "wan-2.1-i2v-14b"),
+    # embeddings, rerankers, encoders whose names state no size (or a misleading one)
+    ("Snowflake/snowflake-arctic-embed-m-v1.5", 0.109, None, "arctic-embed-m-v1.5"),
+    ("Snowflake/snowflake-arctic-embed-l-v2.0", 0.568, None, "arctic-embed-l-v2.0"),
+    ("mixedbread-ai/mxbai-rerank-large-v1", 0.435, None, "mxbai-rerank-large"),
+    ("cross-encoder/ms-marco-MiniLM-L-6-v2", 0.0227, None, "ms-marco-minilm-l6"),
+    ("nvidia/NV-Embed-v2", 7.85, None, "nv-embed-v2"),
+    ("NovaSearch/stella_en_400M_v5", 0.435, None, "stella-400m-is-435m"),
+    ("SamLowe/roberta-base-go_emotions", 0.125, None, "roberta-base-finetune"),
+    ("google-bert/bert-base-multilingual-cased", 0.11, None, "bert-base-multilingual"),
+    ("t5-small", 0.0605, None, "t5-small"),
+    ("google/flan-t5-xxl", 11.3, None, "flan-t5-xxl"),
+    ("openai/whisper-large-v3", 1.55, None, "whisper-large-v3"),
+    ("resnet101", 0.0445, None, "tf-benchmarks-resnet101"),
+    ("inception3", 0.0238, None, "tf-benchmarks-inception3"),
 ]
 
 
@@ -321,6 +350,15 @@ FIELD_CASES = [
     ("org/custom-reranker-335m", {"kind": "embedding", "source": "name"}, "name-reranker-kind"),
     ("llava-hf/llava-v1.6-34b-hf", {"kind": "vision", "params_b": 34.0}, "name-vision-kind"),
     ("org/my-diffusion-2b", {"kind": "diffusion"}, "name-diffusion-kind"),
+    ("sd_xl_base_1.0.safetensors", {"kind": "diffusion"}, "sdxl-file-diffusion"),
+    ("Wan-AI/Wan2.1-T2V-14B", {"kind": "diffusion"}, "wan-t2v-not-an-llm"),
+    ("org/new-t2v-3b", {"kind": "diffusion", "source": "name"}, "name-t2v-kind"),
+    ("org/studio-t2i-2b", {"kind": "diffusion", "source": "name"}, "name-t2i-kind"),
+    ("Snowflake/snowflake-arctic-embed-l", {"kind": "embedding"}, "arctic-embed-kind"),
+    ("org/colbert-ft-110m", {"kind": "embedding", "source": "name"}, "name-colbert-kind"),
+    ("dunzhang/stella_en_400M_v5", {"kind": "embedding"}, "stella-embedding-not-llm"),
+    ("google-t5/t5-base", {"kind": "llm"}, "t5-generator"),
+    ("microsoft/resnet-50", {"kind": "other"}, "resnet-other"),
 ]
 
 

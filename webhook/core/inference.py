@@ -250,7 +250,7 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     native = info.native_dtype if info else None
     bpp = sizing.bytes_per_param(dtype=dtype, quantization=quantization, native_dtype=native, role=role)
     gpus_used = _gpus_used(launch if not inherited else None, tp, pp, dp, gpu_req.gpus, pods)
-    parallel = _expert_data_parallel(launch, leader if inherited else None)
+    parallel = _expert_data_parallel(launch, leader if inherited else None, tp, dp)
     kind = (getattr(launch, "kind", None) if launch else (leader.kind if inherited and leader else None)) \
         or (info.kind if info else None)
     notes.extend(_unrecognised(launch, model, info, gpu_req.gpus) if not inherited else ())
@@ -283,16 +283,24 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     return Inferred(prof, tuple(problems))
 
 
-def _expert_data_parallel(launch: LaunchSpec | None, leader: WorkloadProfile | None) -> dict[str, Any]:
-    """The expert/data-parallel facts ``sizing`` splits memory by (a worker inherits its leader's)."""
+def _expert_data_parallel(launch: LaunchSpec | None, leader: WorkloadProfile | None, tp: int | None,
+                          dp: int | None) -> dict[str, Any]:
+    """The expert/data-parallel facts ``sizing`` splits memory by (a worker inherits its leader's).
+
+    vLLM's EP group is TP x DP; when the launch could not multiply them (DP recovered here from
+    ``--data-parallel-size-local`` x pods), the product is taken now."""
     if launch is None:
         if leader is None:
             return {}
         return {"expert_parallel": leader.expert_parallel, "expert_parallel_size": leader.expert_parallel_size,
                 "data_parallel_local": leader.data_parallel_local, "dp_attention": leader.dp_attention}
     size = launch.expert_parallel
+    enabled = bool(getattr(launch, "expert_parallel_enabled", False) or (size or 0) > 1)
+    if enabled and size is None and launch.framework == "vllm" and tp and dp \
+            and "tensor_parallel" not in getattr(launch, "unresolved", ()):
+        size = tp * dp
     return {
-        "expert_parallel": bool(getattr(launch, "expert_parallel_enabled", False) or (size or 0) > 1),
+        "expert_parallel": enabled,
         "expert_parallel_size": size,
         "data_parallel_local": getattr(launch, "data_parallel_local", None),
         "dp_attention": bool(getattr(launch, "dp_attention", False)),

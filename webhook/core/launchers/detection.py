@@ -104,17 +104,21 @@ LAUNCHERS: dict[str, Launcher] = {
     "nemo": Launcher("nemo", "training", parse_nemo_cli),
 }
 
+_DLC_SUFFIX = r"(?:-(?:cu[0-9]{2,4}|gpu|tpu|cpu|rocm)[\w.-]{0,128})?"
+"""The accelerator suffix of a deep-learning-container image name (``-cu124.2-3.ubuntu2204.py311``,
+``-gpu.2.1.0``, ``-cpu.1-4``); anything else after the project name is another image."""
+
 IMAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     # image -> program its entrypoint runs, used when the container sets no command
     # TGI: ghcr.io/huggingface/text-generation-inference:<tag>, the Google Cloud DLC
     # .../huggingface-text-generation-inference-cu124.2-3.ubuntu2204.py311 (entrypoint.sh ends in
     # "exec text-generation-launcher $@") and SageMaker's huggingface-pytorch-tgi-inference
-    (re.compile(r"(?:^|/)(?:huggingface-)?text-generation-inference(?:[-.][\w.-]{0,128})?(?:[:@]|$)"),
+    (re.compile(rf"(?:^|/)(?:huggingface-)?text-generation-inference{_DLC_SUFFIX}(?:[:@]|$)"),
      "text-generation-launcher"),
     (re.compile(r"(?:^|/)huggingface-pytorch-tgi-inference(?:[:@]|$)"), "text-generation-launcher"),
     # TEI: ghcr.io/huggingface/text-embeddings-inference:<tag> (cpu-, turing-, 89-, hopper- tags
     # alike), the DLC huggingface-text-embeddings-inference-cu122.1-4..., SageMaker huggingface-tei
-    (re.compile(r"(?:^|/)(?:huggingface-)?text-embeddings-inference(?:[-.][\w.-]{0,128})?(?:[:@]|$)"),
+    (re.compile(rf"(?:^|/)(?:huggingface-)?text-embeddings-inference{_DLC_SUFFIX}(?:[:@]|$)"),
      "text-embeddings-router"),
     (re.compile(r"(?:^|/)huggingface-tei(?:-cpu)?(?:[:@]|$)"), "text-embeddings-router"),
     (re.compile(r"(?:^|/)vllm-openai(?:[:@]|$)"), "vllm serve"),

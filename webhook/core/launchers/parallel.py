@@ -73,8 +73,10 @@ def _expert_parallel_over(b: Spec, factors: tuple[str, ...]) -> None:
     if b.mentioned("expert_parallel"):
         return
     if any(f in b.unresolved for f in factors):
-        b.note("expert parallel is enabled; its size depends on values not visible at admission")
-        b.unresolved.add("expert_parallel")
+        if not (factors == ("tensor_parallel", "data_parallel") and "tensor_parallel" not in b.unresolved
+                and b.fields.get("data_parallel_local")):
+            # (with local ranks known, inference derives DP, and so EP, from the pods of the group)
+            b.note("expert parallel is enabled; its size depends on values not visible at admission")
         return
     size = 1
     for f in factors:

@@ -20,6 +20,7 @@ _RUNNER_VALUE_OPTS = frozenset(
      "--extra-index-url", "--package", "--from", "-e", "--environment"}
 )
 ENTRYPOINT_RE = re.compile(r"[\w.-]{0,64}entrypoint[\w.-]{0,64}")
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 _WRAPPERS = frozenset({"tini", "dumb-init", "trtllm-llmapi-launch"})
 """Programs that only start the next word: init shims, and TensorRT-LLM's MPI launch helper
 (``mpirun -n 8 trtllm-llmapi-launch trtllm-serve ...``)."""
@@ -48,6 +49,9 @@ def program(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
             return _python_program(argv, i + 1)
         elif ENTRYPOINT_RE.fullmatch(head) or head in _WRAPPERS:
             i = _skip_opts(argv, i + 1, frozenset())
+        elif head in _SHELLS and i + 1 < n and not argv[i + 1].startswith("-"):
+            i += 1  # ``bash webui.sh --listen`` runs the script file
+
         else:
             return head, tuple(argv[i + 1 :]), argv[i]
     return None
