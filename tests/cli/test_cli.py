@@ -27,7 +27,7 @@ spec:
     - name: vllm
       image: vllm/vllm-openai:v0.10.1
       command: [vllm, serve, meta-llama/Llama-3.1-70B-Instruct, --tensor-parallel-size, "4"]
-      resources: {limits: {nvidia.com/gpu: 4}}
+      resources: {limits: {nvidia.com/gpu: 4, cpu: "32", memory: 256Gi}}  # Guaranteed: NUMA-aligned CPUs
 """
 BAD_POD = GOOD_POD.replace("name: llama,", "name: llama-l40s,").replace(
     "  containers:", "  nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n  containers:")

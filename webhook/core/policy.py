@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core import schemes, sizing
+from webhook.core import numa, schemes, sizing
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, TIER
@@ -37,6 +37,7 @@ DOES_NOT_FIT = "model-does-not-fit"
 INVALID_ANNOTATION = "invalid-annotation"
 NOT_IN_CLUSTER = "tier-not-in-cluster"
 GROUP_DOES_NOT_FIT = "group-does-not-fit"
+NUMA_UNALIGNED = "numa-unaligned"
 
 
 @dataclass(frozen=True)
@@ -526,6 +527,8 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
         values, patch_needed, key = _placement(profile, template, settings, choice, findings, inventory)
         _node_name(profile, template, findings)
     _parallelism(profile, template, settings, findings, warnings)
+    if choice.tier is not None and choice.tier.multi_gpu:
+        _numa(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
     placement = _placement_of(profile, settings, key, values, choice) if values else None
     if placement is not None and inventory is not None and _is_multi(profile) and key == settings.label_key:
@@ -569,6 +572,22 @@ def _placement_of(profile: WorkloadProfile, settings: Settings, key: str, values
     tier = choice.tier.name if choice.tier else "none"
     reason = f"tier {tier}: {_describe(profile)}, {profile.gpus_per_pod} GPUs per pod{pods}"
     return Placement(key, values, reason=reason, products=products)
+
+
+def _numa(profile: WorkloadProfile, template: PodTemplate, settings: Settings, findings: list[_Finding],
+          warnings: list[str]) -> None:
+    """The design's single-NUMA binding: a multi-GPU pod on the NVLink tier that the kubelet cannot
+    give CPUs on its GPUs' NUMA node (:mod:`webhook.core.numa`); policy ``numa`` says warn, deny or off."""
+    if settings.numa == "off":
+        return
+    text = numa.numa_warning(template.spec, profile.gpus_per_pod, settings.gpu_resources)
+    if text is None:
+        return
+    if settings.numa == "deny":
+        findings.append(_Finding(Violation(NUMA_UNALIGNED, text, template.spec_pointer,
+                                           fix="set cpu and memory limits = requests in every container, whole CPUs")))
+    else:
+        warnings.append(f"{NUMA_UNALIGNED}: {text}")
 
 
 def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Settings, inventory: Inventory,

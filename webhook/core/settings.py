@@ -73,6 +73,10 @@ class Settings:
     """With an inventory, a multi-pod group that no one product can hold whole (too few nodes with
     room for a member): ``warn`` admits and warns with the numbers (an autoscaler may add the nodes),
     ``deny`` denies ``group-does-not-fit``."""
+    numa: str = "warn"
+    """Multi-GPU pods on a multi-GPU (NVLink) tier that cannot get CPUs aligned with their GPUs from
+    the kubelet (not Guaranteed QoS, fractional CPUs: :mod:`webhook.core.numa`): ``warn`` (default),
+    ``deny`` (``numa-unaligned``), ``off``."""
     updates: str = "judgeChange"
     """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
     (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
@@ -92,6 +96,7 @@ SCHEMA: Mapping[str, Any] = {
         "kind": {"const": "Policy"},
         "mode": {"enum": list(MODES)},
         "updates": {"enum": ["judgeChange", "judgeObject"]},
+        "numa": {"enum": ["warn", "deny", "off"]},
         "mutate": {"type": "boolean"},
         "allowAuditAnnotation": {"type": "boolean"},
         "productLabel": {"type": "string", "pattern": r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$", "maxLength": 316},
@@ -309,6 +314,7 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         mixed_nodes=inventory["mixedNodes"],
         absent_tier=inventory["absentTier"],
         group_fit=inventory.get("groupFit", "warn"),
+        numa=doc.get("numa", "warn"),
         scalable_products=scalable,
         multi_gpu_tier=rules["multiGpuTier"],
         large_model_tier=rules["largeModelTier"],
