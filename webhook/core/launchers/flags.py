@@ -222,7 +222,7 @@ TS_LLM_FLAGS = _table(
 )
 
 TRITONSERVER_FLAGS = _table(
-    # tritonserver --help: --model-repository (alias --model-store), --load-model with explicit control
+    # triton-inference-server/server src/command_line_parser.cc: --model-store = --model-repository
     ("--model-repository --model-store", "model_repository", V),
     (
         "--model-control-mode --load-model --backend-config --http-port --grpc-port --metrics-port "

@@ -6,7 +6,8 @@ the model and its parallelism are usually invisible at admission. The parsers sa
 model TorchServe's LLM launcher is given) and otherwise leave a note naming the annotations that
 declare it, so the pod is never judged as "nothing runs here".
 
-Sources: Triton's ``tritonserver --help`` (``--model-repository``, alias ``--model-store``);
+Sources: triton-inference-server/server src/command_line_parser.cc (``--model-store``
+"Equivalent to --model-repository", which "may be specified multiple times");
 triton-inference-server/tensorrtllm_backend ``scripts/launch_triton_server.py`` (``--world_size``:
 one MPI rank per GPU, the engine built for TP x PP = world size); pytorch/serve
 docs/configuration.md (``--model-store``, ``--models``, ``--ts-config``; env ``TS_CONFIG_FILE``
