@@ -10,7 +10,7 @@ from typing import Sequence
 
 from webhook.cli.report import Row, _label, is_unjudged
 from webhook.core.domain import WorkloadProfile
-from webhook.core.engine import tier_fits
+from webhook.core.engine import effective_precision, tier_fits
 from webhook.core.settings import Settings
 
 
@@ -19,20 +19,20 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def _profile_lines(p: WorkloadProfile) -> list[str]:
-    precision = p.quantization or p.dtype or "bf16 (default)"
-    bpp = f" ({p.bytes_per_param:g} bytes/param)" if p.bytes_per_param else ""
     params = "unknown" if p.params_b is None else f"{p.params_b:g}B"
     if p.active_params_b:
         params += f" total, {p.active_params_b:g}B active"
     parallel = "-" if p.tensor_parallel is None else f"TP{p.tensor_parallel} x PP{p.pipeline_parallel or 1}"
     if p.data_parallel:
         parallel += f" x DP{p.data_parallel}"
+    if p.expert_parallel:
+        parallel += " (expert parallel)"
     rows = [
         ("framework", p.framework or "unknown"),
         ("role", p.role or "-"),
         ("model", p.model or "unknown"),
         ("parameters", params),
-        ("precision", precision + bpp),
+        ("precision", effective_precision(p).label()),
         ("parallelism", parallel),
         ("GPUs", f"{p.gpus_per_pod} per pod x {p.pods} pod(s)"),
     ]
@@ -65,6 +65,8 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
                     need = f"{_fmt(fit.need_gib)} / {_fmt(fit.usable_gib)}"
                     out.append(f"  {mark} {fit.value:<34} {tier.name:<11} {'yes' if fit.fits else 'no':<5} "
                                f"{need:<17} {_fmt(fit.decode_ms)}")
+                    if fit.reason.startswith("not offered") or "W8A16" in fit.reason or "fallback" in fit.reason:
+                        out.append(f"      {fit.reason}")
         verdict = "ALLOWED" if d.allowed else "DENIED"
         where = f"; lands on {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
         tier = f"tier {d.tier}" if d.tier else "not constrained"

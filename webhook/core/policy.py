@@ -173,15 +173,20 @@ def _min_tp_hint(profile: WorkloadProfile, options: Sequence[LabelOption], setti
     """Suggest the smallest TP (power of two up to 16) at which some product of the tier fits."""
     if profile.params_b is None or profile.role == "training":
         return ""
+    if profile.data_parallel and profile.data_parallel > 1:
+        return ""  # more TP per DP rank multiplies the GPUs: the fit numbers say enough
+    # a checkpoint that is already 8-bit or smaller gains nothing from "use a quantized checkpoint"
+    already = sizing.effective_precision(profile).bytes_per_param <= 1.0
+    quantize = "" if already else ", or use a quantized checkpoint (FP8/AWQ)"
     start = profile.tensor_parallel or 1
     tp = start * 2
     while tp <= 16:
         trial = replace(profile, tensor_parallel=tp)
         fitting = [f.value for f in _fits(trial, options, settings) if f.fits]
         if fitting:
-            return f"; at TP{tp} it fits {fitting[0]}, or use a quantized checkpoint (FP8/AWQ)"
+            return f"; at TP{tp} it fits {fitting[0]}{quantize}"
         tp *= 2
-    return "; use pipeline parallelism across more pods or a quantized checkpoint (FP8/AWQ)"
+    return "; use pipeline parallelism across more pods" + (quantize.replace(", or", " or") if quantize else "")
 
 
 def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Settings, path: str,
