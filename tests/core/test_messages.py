@@ -203,3 +203,44 @@ def test_one_line_never_cuts_a_name(text: str, expected: str | None) -> None:
         assert line == expected
     if "NVIDIA" in text:
         assert "NVIDIA" not in line or "NVIDIA-H100-80GB-HBM3" in line
+
+
+def set_tp_and_gpus(obj: dict[str, Any], v: Violation) -> dict[str, Any]:
+    tp = re.search(r"raise TP to (\d+)", v.fix)
+    assert tp, v.fix
+    c = obj["spec"]["containers"][0]
+    c["command"] = [*c["command"][:3], "--tensor-parallel-size", tp.group(1)]
+    c["resources"]["limits"]["nvidia.com/gpu"] = int(tp.group(1))
+    return obj
+
+
+def whole_gpus(obj: dict[str, Any], _v: Violation) -> dict[str, Any]:
+    obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 4
+    return obj
+
+
+def guaranteed(obj: dict[str, Any], _v: Violation) -> dict[str, Any]:
+    obj["spec"]["containers"][0]["resources"]["limits"].update(cpu="32", memory="256Gi")
+    return obj
+
+
+MORE_CASES = [
+    pytest.param(Case(pod(["vllm", "serve", "meta-llama/Llama-3.1-405B-Instruct", "--tensor-parallel-size", "2"], 2),
+                      "model-does-not-fit", set_tp_and_gpus, {}), id="model-does-not-fit"),
+    pytest.param(Case(pod(TP4, "4.5"), "invalid-gpu-request", whole_gpus, {}), id="invalid-gpu-request"),
+    pytest.param(Case(pod(TP4), "numa-unaligned", guaranteed, {}, strict(numa="deny")), id="numa-unaligned"),
+]
+
+
+@pytest.mark.parametrize("case", MORE_CASES)
+def test_the_other_codes_too(case: Case) -> None:
+    test_each_code_says_what_to_change_and_the_change_works(case)
+
+
+def test_every_code_the_policy_can_give_is_in_a_table() -> None:
+    """A new code without a row here would be a message nobody checked."""
+    from webhook.core import policy
+
+    codes = {v for k, v in vars(policy).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z]+(-[a-z]+)+", v)}
+    tested = {c.values[0].code for c in CASES + MORE_CASES} | {"tier-not-in-cluster", "group-does-not-fit"}
+    assert codes <= tested, codes - tested

@@ -15,6 +15,7 @@ to change, with numbers. Codes are stable (scripts and dashboards match on them)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -195,11 +196,19 @@ def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Setti
     assert choice.tier is not None
     best = max(fits, key=lambda f: f.usable_gib) if fits else None
     detail = f"; largest is {best.value}: {best.reason}" if best else ""
+    hint = _min_tp_hint(profile, choice.options, settings)
+    tp = re.search(r"at TP(\d+) it fits (\S+)", hint)
+    if tp:
+        fix = f"raise TP to {tp.group(1)} (with {tp.group(1)} GPUs per pod): it fits {tp.group(2)}"
+    elif best is not None and best.need_gib is not None:
+        fix = f"needs {best.need_gib:.0f} GiB per GPU, {best.value} has {best.usable_gib:.0f}: spread it over more GPUs"
+    else:
+        fix = f"no GPU of tier {choice.tier.name} holds it: spread it over more GPUs or pods"
     return Violation(
         DOES_NOT_FIT,
-        f"{_describe(profile)} does not fit any GPU of tier {choice.tier.name}{detail}"
-        f"{_min_tp_hint(profile, choice.options, settings)}",
+        f"{_describe(profile)} does not fit any GPU of tier {choice.tier.name}{detail}{hint}",
         path,
+        fix=fix[:FIX_BUDGET - len(DOES_NOT_FIT) - 2],
     )
 
 

@@ -104,6 +104,7 @@ def _container_gpus(
                     "invalid-gpu-request",
                     f"{name} {section} {exc}: request a whole number of GPUs, e.g. \"4\"",
                     join(pointer, "resources", section, name),
+                    fix=f"request a whole number of {name[:40]}, e.g. \"4\"",
                 ))
         if found:
             # limits win for extended resources (requests must equal them); only read requests
