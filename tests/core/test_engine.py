@@ -334,3 +334,15 @@ def test_node_name_on_multi_gpu_pod_is_denied_even_after_mutation() -> None:
     assert not r.decision.allowed and codes(r) == ["missing-homogeneous-selector"]
     assert r.decision.violations[0].path == "/spec/nodeName"
     assert one(pod(vllm("Qwen/Qwen2.5-7B-Instruct", 1), nodeName="n1")).decision.allowed  # single GPU
+
+
+def test_an_embedding_server_of_unreadable_size_goes_to_the_small_model_tier() -> None:
+    """issue 15: TEI with a model from a path nobody can size was 'no tier'; embeddings are models of
+    a few billion parameters at most, the small-model tier's work, and the pod says how to declare it."""
+    c = {"name": "tei", "image": "ghcr.io/huggingface/text-embeddings-inference:1.8",
+         "args": ["--model-id", "/data/my-embedder"], "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    r = one({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "e", "namespace": "ai"},
+             "spec": {"containers": [c]}})
+    assert r.profile.kind == "embedding" and r.profile.params_b is None
+    assert r.decision.tier == "cost" and r.decision.placement is not None
+    assert any("gpu-admission.io/" in w for w in r.decision.warnings)

@@ -23,7 +23,7 @@ from typing import Any
 from webhook.core import numa, schemes, sizing
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
-from webhook.core.inference import MODE, TIER
+from webhook.core.inference import MODE, PREFIX, TIER
 from webhook.core.inventory import Inventory
 from webhook.core.nodepools import scalable_values
 from webhook.core.patches import has_group_term
@@ -154,6 +154,10 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
         name = settings.multi_gpu_tier
     elif profile.params_b is not None:
         name = settings.large_model_tier if profile.params_b > settings.large_model_params_b else settings.small_model_tier
+    elif profile.kind in ("embedding", "diffusion"):
+        # a one-GPU embedding or image server whose checkpoint is not readable (TEI, ComfyUI): these
+        # are models of a few billion parameters at most, the small-model tier's work
+        name = settings.small_model_tier
     else:
         return _TierChoice(None)  # a single-GPU pod whose model is unknown is not constrained
     tier = settings.tier(name)
@@ -486,7 +490,8 @@ def _layout(profile: WorkloadProfile) -> str:
 
 
 def _info_warnings(profile: WorkloadProfile, choice: _TierChoice, warnings: list[str]) -> None:
-    if _is_multi(profile) and profile.params_b is None:
+    if _is_multi(profile) and profile.params_b is None and not any(PREFIX in n for n in profile.notes):
+        # (inference's own note, when it has one, already says why and how to declare the model)
         warnings.append(
             "cannot tell the model size of this multi-GPU pod, so its memory fit is unchecked: "
             "set annotation gpu-admission.io/model or gpu-admission.io/params")
