@@ -59,6 +59,10 @@ CASES = [
     pytest.param(pod(*BIG, nodeSelector={GKE: "nvidia-tesla-p4"}), False, ["tier-mismatch"], {GKE}, None,
                  id="gke-unknown-value"),
     pytest.param(pod(*BIG), True, [], {GFD}, GFD, id="no-pin-policy-scheme"),
+    pytest.param(pod(*BIG, nodeSelector={"node.kubernetes.io/instance-type": "p5.48xlarge"}), True, [],
+                 {"node.kubernetes.io/instance-type"}, "node.kubernetes.io/instance-type", id="aws-instance-type-p5"),
+    pytest.param(pod(*BIG, nodeSelector={"node.kubernetes.io/instance-type": "g6.12xlarge"}), False,
+                 ["tier-mismatch"], {"node.kubernetes.io/instance-type"}, None, id="aws-instance-type-g6-refused"),
 ]
 
 

@@ -349,7 +349,10 @@ def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings
     advice = (f"pin {pin.key} to one of [{', '.join(offer)}] instead" if offer else
               f"no GPU with a {pin.key} label fits tier {choice.tier.name}: remove the {pin.key} pin and let "
               f"gpu-admission pin {settings.label_key}")
-    short = (_fix(TIER_MISMATCH, f"set {pin.key} to one of ", offer) if offer else
+    if pin.scheme == schemes.INSTANCE_SCHEME and offer:
+        advice = f"pin {pin.key} to an instance type of [{', '.join(offer)}] instead"
+    verb = "to an instance type of " if pin.scheme == schemes.INSTANCE_SCHEME else "to one of "
+    short = (_fix(TIER_MISMATCH, f"set {pin.key} {verb}", offer) if offer else
              f"remove the {pin.key} pin; gpu-admission pins {settings.label_key}")
     findings.append(_Finding(Violation(
         TIER_MISMATCH,

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.hardware import Catalog
+from webhook.core.nodepools import INSTANCE_FAMILIES, INSTANCE_TYPE
 from webhook.core.selection import pinned_values
+
+INSTANCE_SCHEME = "instance-type"
+"""A pin on ``node.kubernetes.io/instance-type``: the AWS GPU instance families whose GPU is one
+product (:data:`webhook.core.nodepools.INSTANCE_FAMILIES`) name it."""
 
 
 @dataclass(frozen=True)
@@ -40,16 +45,26 @@ def foreign_pin(spec: Mapping[str, Any], catalog: Catalog, policy_scheme: str) -
         pinned = pinned_values(spec, key)
         if pinned.values is not None:
             return ForeignPin(scheme, key, pinned.values, pinned.via_node_selector)
+    pinned = pinned_values(spec, INSTANCE_TYPE)
+    if pinned.values is not None:
+        return ForeignPin(INSTANCE_SCHEME, INSTANCE_TYPE, pinned.values, pinned.via_node_selector)
     return None
 
 
 def products_of(pin: ForeignPin, catalog: Catalog) -> dict[str, tuple[str, ...]]:
     """Each pinned value -> the catalog products it names in its scheme (``()`` when unknown)."""
+    if pin.scheme == INSTANCE_SCHEME:
+        return {value: tuple(p for p in [INSTANCE_FAMILIES.get(value.split(".", 1)[0])] if p and p in catalog.products)
+                for value in sorted(pin.values)}
     return {value: catalog.named_products(value, pin.scheme) for value in sorted(pin.values)}
 
 
 def values_for(catalog: Catalog, scheme: str, product_ids: Iterable[str]) -> tuple[str, ...]:
-    """One label value per product in ``scheme`` (its first spelling), in the order given."""
+    """One label value per product in ``scheme`` (its first spelling), in the order given; for
+    instance types, the families (``p5.*``): the size part is the user's choice."""
+    if scheme == INSTANCE_SCHEME:
+        wanted = set(product_ids)
+        return tuple(f"{family}.*" for family, pid in INSTANCE_FAMILIES.items() if pid in wanted)
     out: list[str] = []
     for pid in dict.fromkeys(product_ids):
         labels = catalog.product(pid).labels.get(scheme, ())
