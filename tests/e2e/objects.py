@@ -12,6 +12,10 @@ def vllm_container(gpus: int | None = 4, *, key: str = "limits") -> dict:
                  "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]}
     if gpus is not None:
         container["resources"] = {key: {GPU: str(gpus)}}
+        if key == "limits" and gpus > 1:
+            # Guaranteed QoS with whole CPUs, as a production multi-GPU server is: the kubelet can align
+            # its CPUs with its GPUs (otherwise the webhook adds a numa-unaligned warning)
+            container["resources"]["limits"].update(cpu=str(4 * gpus), memory=f"{16 * gpus}Gi")
     return container
 
 

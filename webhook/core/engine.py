@@ -15,7 +15,7 @@ from webhook.core import dra, generic, inference, operators, patches, policy, up
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
-from webhook.core.redaction import redact, secret_values
+from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.sizing import effective_precision
 from webhook.core.resources import pod_gpus
@@ -92,10 +92,6 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
                 # a PodSpec written in place (KServe's predictor) has the object's metadata, not its own:
                 # the pinned note belongs on the pods, which the pod webhook writes it on
                 placement = replace(placement, reason="")
-            elif placement is not None and placement.reason:
-                # the note is stored on the pod: a model "name" that is a token (pasted into --model, or
-                # a secret env value) must not be copied into it
-                placement = replace(placement, reason=redact(placement.reason, secret_values([template.spec])))
             ops = tuple(patches.build(template.pointer, template.spec, placement, decision.group,
                                       spec_pointer=template.spec_pointer,
                                       metadata=_written_metadata(obj, template.pointer[len(prefix):])))

@@ -304,11 +304,11 @@ def _mismatch(profile: WorkloadProfile, template: PodTemplate, settings: Setting
                and None not in products and products <= set(t.products)]
     other = f" (or set annotation {TIER}: {holders[0]} to keep that GPU)" if holders else ""
     if via_node_selector:
-        fix = _fix(TIER_MISMATCH, f"remove nodeSelector {key}, or set it to one of ", values)
+        fix = _fix(TIER_MISMATCH, f"tier {choice.tier.name}: drop nodeSelector {key} or set one of ", values)
         advice = (f"remove nodeSelector {key} and let gpu-admission pin tier {choice.tier.name}, or set it to one of "
                   f"[{', '.join(values)}]")
     else:
-        fix = _fix(TIER_MISMATCH, f"pin {key} In ", values, " instead")
+        fix = _fix(TIER_MISMATCH, f"tier {choice.tier.name}: pin {key} In ", values)
         advice = f"pin {key} In [{', '.join(values)}] instead"
     if not values:
         fix = advice = f"remove the {key} pin: no GPU of tier {choice.tier.name} is known to hold it"
@@ -377,7 +377,7 @@ def _unavailable(profile: WorkloadProfile, choice: _TierChoice, path: str, inven
         path, fix=_fix(NOT_IN_CLUSTER, "add nodes of ", _shown_list(choice, wanted), " or request fewer GPUs per pod"))
 
 
-FIX_BUDGET = 118
+FIX_BUDGET = 120
 """``code: fix`` must fit a kubectl warning line (120 characters, review.WARNING_MAX_CHARS)."""
 
 

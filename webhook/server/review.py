@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from webhook.core.domain import JSON
 from webhook.core.redaction import redact
@@ -149,6 +149,21 @@ def cap_warnings(warnings: Iterable[str], budget: int = WARNINGS_BUDGET) -> list
     return out
 
 
+def _clean_op(op: Mapping[str, JSON], clean: Callable[[str], str]) -> Mapping[str, JSON]:
+    """``op`` with the annotation text it writes redacted (labels are left alone: a redacted label
+    value could be an invalid one, and the webhook's labels are hashes and names, not free text)."""
+    path, value = str(op.get("path")), op.get("value")
+    if "/metadata/annotations/" in path and isinstance(value, str):
+        return {**op, "value": clean(value)}
+    if path.endswith("/metadata/annotations") and isinstance(value, Mapping):
+        return {**op, "value": {k: clean(v) if isinstance(v, str) else v for k, v in value.items()}}
+    if path.endswith("/metadata") and isinstance(value, Mapping) and isinstance(value.get("annotations"), Mapping):
+        notes = value["annotations"]
+        return {**op, "value": {**value, "annotations": {k: clean(v) if isinstance(v, str) else v
+                                                         for k, v in notes.items()}}}
+    return op
+
+
 def respond(
     req: Request | None,
     *,
@@ -176,6 +191,9 @@ def respond(
                               "reason": "Forbidden" if code == 403 else "Invalid"}
     if patch:
         response["patchType"] = "JSONPatch"
+        # the annotations a patch writes (the pinned note names the model) are stored on the pod: a
+        # model "name" that is a token, or a secret env value expanded into it, must not be copied there
+        patch = [_clean_op(op, clean) for op in patch]
         raw = json.dumps(list(patch), separators=(",", ":"), sort_keys=False).encode()
         response["patch"] = base64.b64encode(raw).decode("ascii")
     capped = cap_warnings(clean(w) for w in warnings if isinstance(w, str))
