@@ -291,3 +291,32 @@ def test_a_pinned_deployment_is_one_short_line(monkeypatch: pytest.MonkeyPatch) 
     line = out.splitlines()[0]
     assert code == 0 and len(line) < 200, line
     assert "A100-SXM4-80GB" in line and "NVIDIA-A100-SXM4-80GB" not in line
+
+
+def test_a_configmap_beside_the_deployment_is_read(tmp_path: Path) -> None:
+    """issue 15: `kustomize build | gpu-admission check -` has the ConfigMap the pod reads its model from."""
+    stream = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: llm-config, namespace: ai}
+data: {MODEL: meta-llama/Llama-3.1-70B-Instruct, TP: "4"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm, namespace: ai}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.1
+          command: [sh, -c, "vllm serve $MODEL --tensor-parallel-size $TP"]
+          envFrom: [{configMapRef: {name: llm-config}}]
+          resources: {limits: {nvidia.com/gpu: 4, cpu: "16", memory: 64Gi}}
+"""
+    code, out, err = run("check", "-", "--output", "json", stdin=stream)
+    assert code == 0, out + err
+    (row,) = json.loads(out)["results"]
+    assert row["profile"]["model"] == "meta-llama/Llama-3.1-70B-Instruct" and row["profile"]["tensor_parallel"] == 4

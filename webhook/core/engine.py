@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from webhook.core import dra, generic, inference, operators, patches, policy, updates
+from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
@@ -77,8 +77,10 @@ def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool
     mutate = settings.mutate if mutate is None else mutate
     results: list[TemplateResult] = []
     leader: WorkloadProfile | None = None
+    lookup = _configmaps(obj, context)
     for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
-        inferred = inference.profile(template, gpu_resources=settings.gpu_resources, leader=leader)
+        read = replace(template, spec=configmaps.materialize(template.spec, lookup)) if lookup else template
+        inferred = inference.profile(read, gpu_resources=settings.gpu_resources, leader=leader)
         if template.template in LEADERS or (template.template or "").endswith("-leader"):
             # LWS leader; prefix-leader for a second LWS (LLMInferenceService prefill); an MPI launcher,
             # whose mpirun command names what the workers (sshd) run
@@ -125,6 +127,21 @@ def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> Templa
                f"resources (policy gpuResources), or see the README's supported kinds")
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
+
+
+def _configmaps(obj: Any, context: Mapping[tuple[str, str, str], Any] | None) -> configmaps.Lookup | None:
+    """ConfigMap name -> data for the ConfigMaps of the input in ``obj``'s namespace (one written
+    without a namespace matches any), or ``None`` when the input has none."""
+    if not context or not any(isinstance(key, tuple) and key[:1] == ("ConfigMap",) for key in context):
+        return None
+    namespace = _metadata(obj).get("namespace")
+    namespace = namespace if isinstance(namespace, str) else ""
+
+    def lookup(name: str) -> Mapping[str, str] | None:
+        found = context.get(("ConfigMap", namespace, name)) or context.get(("ConfigMap", "", name))
+        return configmaps.data_of(found)
+
+    return lookup
 
 
 def _written_metadata(obj: Any, pointer: str) -> Mapping[str, Any] | None:

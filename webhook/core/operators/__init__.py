@@ -112,8 +112,9 @@ def product(*counts: int) -> int:
 
 
 CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
-                                           "ServingRuntime"})
-"""Kinds other objects take their pod templates from (a TrainJob's runtime, an InferenceService's)."""
+                                           "ServingRuntime", "ConfigMap"})
+"""Kinds other objects take their pod templates (a TrainJob's runtime, an InferenceService's) or
+their env (a ConfigMap, :mod:`webhook.core.configmaps`) from."""
 _CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime"})
 
 
