@@ -117,8 +117,6 @@ FIXABLE = [
      "an empty second term"),
     ("in-plus-outside-value", vllm(affinity=terms([expr(KEY, "In", A100, L40S)])),
      "an In list that includes a product outside the tier"),
-    ("other-label-only", vllm(nodeSelector={"node.kubernetes.io/instance-type": "g6e.12xlarge"}),
-     "an instance type (L40S) instead of the product label"),
     ("gpu-only-in-init-container", dict(vllm(gpus=None), spec={**vllm(gpus=None)["spec"], "initContainers": [
         {"name": "warm", "image": "busybox", "command": ["true"], "resources": {"limits": {"nvidia.com/gpu": 4}}}]}),
      "GPUs requested by an init container still count (Kubernetes' effective request)"),
@@ -150,6 +148,9 @@ UNFIXABLE = [
     ("nodename-with-correct-pin", vllm(nodeName="l40s-node-7", nodeSelector={KEY: A100}),
      "missing-homogeneous-selector", "the kubelet does not check node affinity against nodeName's node"),
     ("explicit-wrong-pin", vllm(nodeSelector={KEY: L40S}), "tier-mismatch", "never silently overridden"),
+    ("other-label-only", vllm(nodeSelector={"node.kubernetes.io/instance-type": "g6e.12xlarge"}), "tier-mismatch",
+     "an instance type (L40S) is read as the product pin it is (issue 15): pinning the product label beside it "
+     "made a pod no node could take"),
     ("wrong-pin-in-affinity", vllm(affinity=terms([expr(KEY, "In", L40S)])), "tier-mismatch", ""),
     ("audit-annotation-not-allowed", vllm(nodeSelector={KEY: L40S}, metadata={"annotations": {
         "gpu-admission.io/mode": "audit"}}), "tier-mismatch", "allowAuditAnnotation is false by default"),
