@@ -13,20 +13,7 @@ import pytest
 
 from webhook.core.domain import LaunchSpec
 from webhook.core.launchers import parse_container, parse_env_model
-
-
-def c(command: Any = None, args: Any = None, env: Any = None, image: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A container dict with only the given keys."""
-    out: dict[str, Any] = {"name": "main", **extra}
-    if command is not None:
-        out["command"] = command
-    if args is not None:
-        out["args"] = args
-    if env is not None:
-        out["env"] = [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else env
-    if image is not None:
-        out["image"] = image
-    return out
+from tests.core.test_launchers import c  # one container builder for every launcher table
 
 
 def sh(script: str, **kw: Any) -> dict[str, Any]:
