@@ -244,3 +244,23 @@ def test_every_code_the_policy_can_give_is_in_a_table() -> None:
     codes = {v for k, v in vars(policy).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z]+(-[a-z]+)+", v)}
     tested = {c.values[0].code for c in CASES + MORE_CASES} | {"tier-not-in-cluster", "group-does-not-fit"}
     assert codes <= tested, codes - tested
+
+
+@pytest.mark.parametrize(("values", "budget", "expected"), [
+    pytest.param(["A", "B"], 40, "A, B", id="all-fit"),
+    pytest.param(["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"], 35,
+                 "NVIDIA-A100-SXM4-80GB, +2 more", id="cut-with-count"),
+    pytest.param(["NVIDIA-A100-SXM4-80GB"], 5, "NVIDIA-A100-SXM4-80GB", id="one-value-never-cut"),
+    pytest.param([], 10, "", id="empty"),
+])
+def test_listed_never_cuts_a_value(values: list[str], budget: int, expected: str) -> None:
+    from webhook.core.fixes import listed
+    assert listed(values, budget) == expected
+
+
+def test_fix_line_always_fits_with_its_code() -> None:
+    from webhook.core.fixes import FIX_BUDGET, fix_line
+    for n in range(0, 12):
+        values = [f"NVIDIA-PRODUCT-{i:02d}-WITH-A-LONG-NAME" for i in range(n)]
+        line = fix_line("tier-mismatch", "tier hbm-nvlink: drop nodeSelector nvidia.com/gpu.product or set one of ", values)
+        assert len("tier-mismatch: " + line) <= FIX_BUDGET, line

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import numa, schemes, sizing
+from webhook.core.fixes import FIX_BUDGET, fix_line
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, PREFIX, TIER
@@ -248,7 +249,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
                 + (f" x {profile.pods} pods" if profile.pods > 1 else "")
                 + f" but does not pin {settings.label_key}: add a required nodeAffinity "
                 f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
-                spec_path, fix=_fix(MISSING_SELECTOR, f"add required nodeAffinity {settings.label_key} In ",
+                spec_path, fix=fix_line(MISSING_SELECTOR, f"add required nodeAffinity {settings.label_key} In ",
                                     _shown_list(choice, fitting))), fixable=True))
         return tuple(fitting), True, settings.label_key
 
@@ -270,7 +271,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
             code,
             f"{_describe(profile)} pins {settings.label_key} to [{', '.join(bad)}] outside tier "
             f"{choice.tier.name}: keep only [{', '.join(good)}]",
-            selection_path, fix=_fix(code, f"keep only {settings.label_key} In ", good)), fixable=True))
+            selection_path, fix=fix_line(code, f"keep only {settings.label_key} In ", good)), fixable=True))
         return tuple(good), True, settings.label_key
     pinned_products = {_product_of(settings, v) for v in bad}
     if pinned_products <= fit_by_product.keys() and any(fit_by_product[p] for p in pinned_products if p):
@@ -304,11 +305,11 @@ def _mismatch(profile: WorkloadProfile, template: PodTemplate, settings: Setting
                and None not in products and products <= set(t.products)]
     other = f" (or set annotation {TIER}: {holders[0]} to keep that GPU)" if holders else ""
     if via_node_selector:
-        fix = _fix(TIER_MISMATCH, f"tier {choice.tier.name}: drop nodeSelector {key} or set one of ", values)
+        fix = fix_line(TIER_MISMATCH, f"tier {choice.tier.name}: drop nodeSelector {key} or set one of ", values)
         advice = (f"remove nodeSelector {key} and let gpu-admission pin tier {choice.tier.name}, or set it to one of "
                   f"[{', '.join(values)}]")
     else:
-        fix = _fix(TIER_MISMATCH, f"tier {choice.tier.name}: pin {key} In ", values)
+        fix = fix_line(TIER_MISMATCH, f"tier {choice.tier.name}: pin {key} In ", values)
         advice = f"pin {key} In [{', '.join(values)}] instead"
     if not values:
         fix = advice = f"remove the {key} pin: no GPU of tier {choice.tier.name} is known to hold it"
@@ -340,7 +341,7 @@ def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings
             MISSING_SELECTOR if multi else TIER_MISMATCH,
             f"{_describe(profile)} pins {pin.key} to [{', '.join(bad)}] outside tier {choice.tier.name}: "
             f"keep only [{', '.join(good)}]", path,
-            fix=_fix(MISSING_SELECTOR if multi else TIER_MISMATCH, f"keep only {pin.key} In ", good)), fixable=True))
+            fix=fix_line(MISSING_SELECTOR if multi else TIER_MISMATCH, f"keep only {pin.key} In ", good)), fixable=True))
         return tuple(good), True
     fitting_ids = [pid for pid, fits in fit_by_product.items() if fits]
     offer = schemes.values_for(settings.catalog, pin.scheme, fitting_ids)
@@ -352,7 +353,7 @@ def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings
     if pin.scheme == schemes.INSTANCE_SCHEME and offer:
         advice = f"pin {pin.key} to an instance type of [{', '.join(offer)}] instead"
     verb = "to an instance type of " if pin.scheme == schemes.INSTANCE_SCHEME else "to one of "
-    short = (_fix(TIER_MISMATCH, f"set {pin.key} {verb}", offer) if offer else
+    short = (fix_line(TIER_MISMATCH, f"set {pin.key} {verb}", offer) if offer else
              f"remove the {pin.key} pin; gpu-admission pins {settings.label_key}")
     findings.append(_Finding(Violation(
         TIER_MISMATCH,
@@ -374,37 +375,7 @@ def _unavailable(profile: WorkloadProfile, choice: _TierChoice, path: str, inven
         f"(tier {choice.tier.name}), but no node of the cluster offers that; the cluster has: "
         f"{inventory.describe()}. Request fewer GPUs per pod, add such nodes, or choose another tier with "
         f"annotation {TIER}",
-        path, fix=_fix(NOT_IN_CLUSTER, "add nodes of ", _shown_list(choice, wanted), " or request fewer GPUs per pod"))
-
-
-FIX_BUDGET = 120
-"""``code: fix`` must fit a kubectl warning line (120 characters, review.WARNING_MAX_CHARS)."""
-
-
-def listed(values: Sequence[str], budget: int) -> str:
-    """``values`` joined for a fix line: as many as fit in ``budget`` characters, then ``+N more``
-    (never a value cut in the middle)."""
-    out: list[str] = []
-    for i, value in enumerate(values):
-        rest = len(values) - i - 1
-        tail = f", +{rest} more" if rest else ""
-        candidate = ", ".join([*out, value])
-        if len(candidate) + len(tail) > budget and out:
-            return ", ".join(out) + f", +{len(values) - i} more"
-        out.append(value)
-    return ", ".join(out)
-
-
-def _fix(code: str, head: str, values: Sequence[str], tail: str = "") -> str:
-    """``head [values] tail`` within :data:`FIX_BUDGET` once prefixed with ``code: ``: as many values
-    as fit, then ``+N more`` (the message lists them all); the tail goes first when room runs out."""
-    budget = FIX_BUDGET - len(code) - 2
-    for end in (tail, ""):
-        room = budget - len(head) - len(end) - 2
-        text = f"{head}[{listed(list(values), room)}]{end}"
-        if len(text) <= budget:
-            return text
-    return f"{head}[+{len(values)} in the message]"[:budget]
+        path, fix=fix_line(NOT_IN_CLUSTER, "add nodes of ", _shown_list(choice, wanted), " or request fewer GPUs per pod"))
 
 
 def _shown_list(choice: _TierChoice, values: Sequence[str]) -> list[str]:
