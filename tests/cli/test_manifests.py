@@ -99,7 +99,7 @@ def test_the_root_installs_everything_with_cert_manager(rendered) -> None:
     assert rendered["."] == rendered["overlays/cert-manager"]
     kinds = sorted(d["kind"] for d in rendered["."])
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                            "Service", "Deployment",
+                            "Service", "Deployment", "ResourceQuota",
                             "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration",
                             "ValidatingWebhookConfiguration", "Issuer", "Issuer", "Certificate", "Certificate"])
 
@@ -502,3 +502,28 @@ def test_operator_kinds_are_registered(rendered) -> None:
         assert registered == wanted, name
         assert all(rule["operations"] == ["CREATE", "UPDATE"] and rule["scope"] == "Namespaced"
                    for rule in entry["rules"])
+
+
+def test_the_critical_priority_class_has_its_quota(rendered) -> None:
+    """issue 16: on GKE a system-cluster-critical pod outside kube-system needs a ResourceQuota scoped
+    to that class, or its ReplicaSet fails with 'insufficient quota to match these scopes'."""
+    for rel in KUSTOMIZATIONS:
+        docs = rendered[rel]
+        deploy = one(docs, "Deployment", "gpu-admission")
+        priority = deploy["spec"]["template"]["spec"]["priorityClassName"]
+        quota = one(docs, "ResourceQuota", "gpu-admission-critical-pods")
+        assert quota["metadata"]["namespace"] == deploy["metadata"]["namespace"]
+        (expr,) = quota["spec"]["scopeSelector"]["matchExpressions"]
+        assert expr == {"operator": "In", "scopeName": "PriorityClass", "values": [priority]}
+        assert int(quota["spec"]["hard"]["pods"]) > deploy["spec"]["replicas"] * 2  # room for a rolling update
+
+
+def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
+    """issue 16: without a .dockerignore, .venv, .git and certs/*.key went into the build context."""
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    rules = [r.strip() for r in ignore if r.strip() and not r.startswith("#")]
+    assert rules[0] == "*"  # everything out, then only what the image needs back in
+    copied = set(re.findall(r"^COPY ([^\n]+?) \S+$", (ROOT / "Dockerfile").read_text(), re.M))
+    sources = {src.rstrip("/") for line in copied for src in line.split() if not src.startswith("--")}
+    assert {r[1:].rstrip("/") for r in rules if r.startswith("!")} == sources
+    assert not any(r.startswith("!") and any(bad in r for bad in (".venv", ".git", "certs", "key")) for r in rules)
