@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # gpu-admission: the admission webhook server.
 #   docker build -t gpu-admission:0.1.0 .
-# Stage 1 builds the project's wheel and the wheels of its dependencies; stage 2 installs them,
+# Stage 1 builds the project's wheel and the wheels of its dependencies (with the server extra:
+# `pip install gpu-admission` alone is the light CI install of `check`); stage 2 installs them,
 # offline, into a slim Python without compilers, pip caches or the wheels themselves.
 # The base image is pinned by tag; pin it by digest (python:3.11-slim-bookworm@sha256:...) in your
 # registry's build, where the digest can be checked.
@@ -12,7 +13,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 COPY pyproject.toml setup.cfg README.md ./
 COPY webhook ./webhook
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server]"
 
 FROM python:3.11-slim-bookworm
 ARG VERSION=0.1.0
@@ -30,7 +31,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # installers: the running image needs neither pip nor setuptools. The wheels are bind-mounted, so
 # they never land in a layer.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels "gpu-admission==${VERSION}" \
+    pip install --no-cache-dir --no-index --find-links=/wheels "gpu-admission[server]==${VERSION}" \
     && pip uninstall --yes pip setuptools wheel \
     && groupadd --system --gid 65532 gpu-admission \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
