@@ -12,3 +12,5 @@ webhook and the CI checker run the same code and cannot disagree.
 """
 
 __version__ = "0.1.0"
+"""The one place the version is written: setup.cfg reads it (``attr:``), ``gpu-admission --version``
+prints it."""

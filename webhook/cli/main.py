@@ -8,11 +8,13 @@ asks for GPUs where no pod template could be read), 2 usage or input error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Sequence, TextIO
 
+from webhook import __version__
 from webhook.cli import check_pool, inventory as inventory_cli, report, sources
 from webhook.cli.explain import render_explain
 from webhook.core import engine, settings as settings_mod
@@ -23,6 +25,14 @@ from webhook.core.workloads import documents
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
+
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "serve": ("server", ("flask", "gunicorn", "cryptography", "prometheus_client", "kubernetes")),
+    "certs": ("server", ("cryptography",)),
+    "inventory": ("inventory", ("kubernetes",)),
+}
+"""The commands that need an optional extra: ``pip install gpu-admission`` installs ``check`` and
+``explain`` only (what CI needs); the extra named here brings the libraries a command imports."""
 
 _DESCRIPTION = """\
 gpu-admission keeps multi-GPU AI workloads on homogeneous, fitting GPU hardware.
@@ -49,6 +59,7 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     a command line whose command is not ``certs``."""
     parser = _Parser(prog="gpu-admission", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpu-admission {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -113,7 +124,7 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
         "certs", help="create a CA and a serving certificate for the webhook",
         description="Create a CA and a serving certificate with the Service DNS names (and IP SANs) "
                     "kube-apiserver verifies; print the base64 caBundle for the webhook configuration.")
-    if certs_flags:
+    if certs_flags and not _missing("certs"):
         from webhook.cli import certs as certs_mod
 
         certs_mod.add_arguments(certs)
@@ -250,6 +261,18 @@ def _command(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _missing(command: str | None) -> list[str]:
+    """The libraries of the command's extra that are not installed (none for check and explain)."""
+    _, modules = EXTRAS.get(command or "", ("", ()))
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def _extra_message(command: str, missing: Sequence[str]) -> str:
+    extra = EXTRAS[command][0]
+    return (f"gpu-admission {command}: needs the [{extra}] extra, not installed here (missing: "
+            f"{', '.join(missing)}); install it with: pip install 'gpu-admission[{extra}]'")
+
+
 def _cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from webhook.cli import certs as certs_mod
 
@@ -260,7 +283,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(certs_flags=_command(argv) in (None, "certs"))
+    command = _command(argv)
+    missing = _missing(command)
+    if missing:  # a light install (`pip install gpu-admission`): one clear line, exit 2, no traceback
+        print(_extra_message(command or "", missing), file=err)
+        return EXIT_USAGE
+    parser = build_parser(certs_flags=command in (None, "certs"))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
