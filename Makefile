@@ -40,6 +40,10 @@ bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for
 	$(BIN)/pip install --quiet -r bench/requirements.txt
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
+.PHONY: image
+image:  ## build the container image with buildah (gpu-admission:test; a debootstrapped stand-in for its FROM here)
+	tests/image/build-image.sh
+
 cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
 	$(BIN)/python tests/e2e/cluster.py
 
