@@ -270,7 +270,8 @@ def _missing(command: str | None) -> list[str]:
 def _extra_message(command: str, missing: Sequence[str]) -> str:
     extra = EXTRAS[command][0]
     return (f"gpu-admission {command}: needs the [{extra}] extra, not installed here (missing: "
-            f"{', '.join(missing)}); install it with: pip install 'gpu-admission[{extra}]'")
+            f"{', '.join(missing)}); install it with: pip install 'gpu-admission[{extra}]' "
+            f"(from a checkout: pip install '.[{extra}]')")
 
 
 def _cmd_certs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
