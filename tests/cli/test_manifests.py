@@ -45,13 +45,14 @@ AUDIT_FIRST = {"overlays/cert-manager-audit", "overlays/generated-certs-audit"}
 CERT_MANAGER = {".", "overlays/cert-manager", "overlays/cert-manager-audit"}
 GENERATED = {"overlays/generated-certs", "overlays/generated-certs-audit"}
 INSTALLS = CERT_MANAGER | GENERATED
-CRD_GROUPS = ("cert-manager.io/",)
+CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")  # CRDs: the monitoring component checks its own with promtool
 
 
 def test_the_layout_is_what_the_readme_documents() -> None:
     assert KUSTOMIZATIONS == [".", "base", "overlays/cert-manager", "overlays/cert-manager-audit",
                               "overlays/generated-certs", "overlays/generated-certs-audit"]
-    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/fail-open"]
+    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/fail-open",
+                          "components/monitoring"]
 
 
 @pytest.fixture(scope="module")
