@@ -40,6 +40,10 @@ bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for
 	$(BIN)/pip install --quiet -r bench/requirements.txt
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
+.PHONY: chart
+chart: $(STAMP)  ## lint the Helm chart, compare it with manifests/, install and upgrade it (builds helm once, ~2-4 min)
+	$(BIN)/python -m pytest -q -p no:randomly tests/cli/test_chart.py
+
 .PHONY: image
 image:  ## build the container image with buildah (gpu-admission:test; a debootstrapped stand-in for its FROM here)
 	tests/image/build-image.sh
