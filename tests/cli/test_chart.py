@@ -345,7 +345,7 @@ def test_helm_install_then_upgrade_with_the_webhook_answering(helm: Path, contro
 
         # the chart renders the release namespace itself (namespace.create, as manifests/ does), and
         # helm stores the release in it before creating anything: created first, marked as the
-        # release's so helm adopts it (and sets its labels), as the README's Helm section says
+        # release's so helm adopts it (and sets its labels), as docs/install.md's Helm section says
         done = run_helm(helm, "install", *common, kubeconfig=cp.kubeconfig, check=False)
         assert done.returncode != 0 and f'namespaces "{NAMESPACE}" not found' in done.stderr, done.stderr
         cp.apply([{"apiVersion": "v1", "kind": "Namespace",

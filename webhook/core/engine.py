@@ -124,7 +124,7 @@ def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> Templa
     shown = ", ".join(prefix + w for w in where)
     warning = (f"{NOT_JUDGED}: this {kind} asks for GPUs ({shown}) but gpu-admission read no pod template that "
                f"requests them, so its GPU placement was not judged: name the GPUs in a pod template's "
-               f"resources (policy gpuResources), or see the README's supported kinds")
+               f"resources (policy gpuResources), or see docs/inference.md, supported kinds")
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
 
