@@ -195,9 +195,10 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
 
 
 def _context(texts: Sequence[tuple[str, str]]) -> dict[tuple[str, str, str], Any]:
-    """The objects other objects of the input take their pods from (a TrainJob's runtime), found
-    in any file of the input. Only a text that names such a kind is parsed here; the worker
-    processes of ``check`` inherit the result."""
+    """The objects other objects of the input take their pods or env from (a TrainJob's runtime, a
+    ConfigMap), found in any file of the input. Only a text that names such a kind is parsed here
+    (twice, then: the price of reading a Deployment's ConfigMap); the worker processes of ``check``
+    inherit the result."""
     objects = []
     for name, text in texts:
         if any(kind in text for kind in engine.CONTEXT_KINDS):
