@@ -23,11 +23,12 @@ from typing import Any
 from webhook.core import numa, schemes, sizing
 from webhook.core.fixes import FIX_BUDGET, fix_line
 from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
-from webhook.core.groups import GPU_GROUP, declared_size, group_label, group_value, membership
+from webhook.core.groups import GPU_GROUP, Membership, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, PREFIX, TIER
 from webhook.core.inventory import Inventory
 from webhook.core.nodepools import scalable_values
 from webhook.core.patches import has_group_term
+from webhook.core.resources import pod_gpus
 from webhook.core.selection import excludes_everywhere, pinned_values
 from webhook.core.settings import MODES, Settings, Tier
 from webhook.core.workloads import PodTemplate, join
@@ -422,7 +423,7 @@ def _container_path(template: PodTemplate, container: str | None) -> str:
     return join(template.spec_pointer, "containers")
 
 
-def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
+def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Settings, member: Membership | None,
                  findings: list[_Finding], warnings: list[str]) -> None:
     if profile.gpus_used is None or profile.gpus_per_pod <= 0:
         return
@@ -431,7 +432,6 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
     layout = _layout(profile)
     pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
     group = group_label(template.labels)
-    member = membership(template.labels, template.annotations)
     if profile.gpus_used > available and (group or member) and profile.pods == 1 and template.group_size == 1 \
             and declared_size(template.labels, template.annotations) is None:
         name = group[1] if group else f"{member.source} {member.name}" if member else ""
@@ -507,8 +507,8 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     values: tuple[str, ...] | None = None
     patch_needed = False
     key = settings.label_key
-    vendor = _other_vendor(template.spec, settings)
-    if vendor is not None and choice.tier is not None:
+    vendor = _other_vendor(template.spec, settings) if choice.tier is not None else None
+    if vendor is not None:
         # the tier's products are pinned by a label this vendor's nodes do not carry: a pin would make
         # the pod unschedulable, so it is counted (parallelism is checked) but not placed
         warnings.append(f"{vendor} GPUs are counted but not placed: the policy pins {settings.label_key}, which "
@@ -519,7 +519,8 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     if choice.tier is not None:
         values, patch_needed, key = _placement(profile, template, settings, choice, findings, inventory)
         _node_name(profile, template, findings)
-    _parallelism(profile, template, settings, findings, warnings)
+    member = membership(template.labels, template.annotations)
+    _parallelism(profile, template, settings, member, findings, warnings)
     if choice.tier is not None and choice.tier.multi_gpu:
         _numa(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
@@ -527,7 +528,7 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     if placement is not None and inventory is not None and _is_multi(profile) and key == settings.label_key:
         placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
         patch_needed = patch_needed or excluded_now
-    group = _group_affinity(profile, template, settings, placement, findings)
+    group = _group_affinity(profile, template, settings, member, placement, findings)
     if placement is not None and inventory is not None and profile.pods > 1 and key == settings.label_key:
         _group_fit(profile, template, settings, placement, inventory, findings, warnings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
@@ -539,19 +540,14 @@ _VENDOR_RESOURCES: Mapping[str, tuple[str, str]] = {"amd.com/": ("AMD", "amd")}
 
 
 def _other_vendor(spec: Mapping[str, Any], settings: Settings) -> str | None:
-    """The vendor of the pod's GPUs when they are counted by a resource of another vendor than the
-    policy's label scheme labels (``amd.com/gpu`` under the GFD scheme), else ``None``."""
-    names: set[str] = set()
-    for field in ("containers", "initContainers"):
-        items = spec.get(field)
-        for c in items if isinstance(items, list) else []:
-            resources = c.get("resources") if isinstance(c, Mapping) else None
-            for part in ("limits", "requests"):
-                amounts = resources.get(part) if isinstance(resources, Mapping) else None
-                if isinstance(amounts, Mapping):
-                    names.update(k for k in amounts if isinstance(k, str) and k in settings.gpu_resources)
+    """The vendor of the pod's GPUs when all of them are counted by a resource of another vendor than
+    the policy's label scheme labels (``amd.com/gpu`` under the GFD scheme), else ``None``. Counted
+    by :func:`webhook.core.resources.pod_gpus`, as every GPU of the pod is."""
     for prefix, (vendor, scheme) in _VENDOR_RESOURCES.items():
-        if names and all(n.startswith(prefix) for n in names) and settings.label_scheme != scheme:
+        if settings.label_scheme == scheme:
+            continue
+        others = tuple(r for r in settings.gpu_resources if not r.startswith(prefix))
+        if len(others) < len(settings.gpu_resources) and pod_gpus(spec, "", others).gpus == 0:
             return vendor
     return None
 
@@ -601,7 +597,7 @@ def _avoid_untrusted(placement: Placement, template: PodTemplate, settings: Sett
     return placement, not excludes_everywhere(template.spec, frozenset(names))
 
 
-def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
+def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: Settings, member: Membership | None,
                     placement: Placement | None, findings: list[_Finding]) -> GroupAffinity | None:
     """The label and pod affinity a GPU member of a multi-pod group still needs (a fixable finding).
 
@@ -611,7 +607,6 @@ def _group_affinity(profile: WorkloadProfile, template: PodTemplate, settings: S
     when the launch spans pods (KServe replicas, an Indexed Job) is grouped only then. The value
     hashes the controller's group identity with the user's own product pin, so members pinned to
     different products are never forced together."""
-    member = membership(template.labels, template.annotations)
     spans_pods = profile.pods > 1 or (profile.gpus_used or 0) > profile.gpus_per_pod
     if member is None or placement is None or (not member.always and not spans_pods):
         return None
