@@ -19,7 +19,7 @@ from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.sizing import effective_precision
 from webhook.core.resources import pod_gpus
-from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates
+from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
 __all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "effective_precision",
            "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "tier_fits",
@@ -148,15 +148,7 @@ def _written_metadata(obj: Any, pointer: str) -> Mapping[str, Any] | None:
     """The metadata of the template at ``pointer`` (relative to ``obj``) as the object has it, for
     the label and annotation ops: a reader may judge a copy with hints in its annotations (a
     RayService's serveConfigV2), but the patch applies to what is written. ``None`` when absent."""
-    holder: Any = obj
-    for token in pointer.split("/")[1:] if pointer else ():
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(holder, Mapping):
-            holder = holder.get(token)
-        elif isinstance(holder, list) and token.isdigit() and int(token) < len(holder):
-            holder = holder[int(token)]
-        else:
-            return None
+    holder = resolve(obj, pointer)
     metadata = holder.get("metadata") if isinstance(holder, Mapping) else None
     return metadata if isinstance(metadata, Mapping) else None
 

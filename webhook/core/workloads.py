@@ -91,6 +91,13 @@ def _mapping(value: Any) -> Mapping[str, JSON]:
     return value if isinstance(value, Mapping) else {}
 
 
+def resolve(obj: Any, pointer: str) -> Any:
+    """The value at JSON ``pointer`` in ``obj`` (``None`` where a step is missing): the inverse of
+    :func:`join`."""
+    tokens = tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]) if pointer else ()
+    return _dig(obj, tokens) if isinstance(obj, Mapping) else None
+
+
 def _dig(obj: Mapping[str, JSON], path: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in path:
