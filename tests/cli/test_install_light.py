@@ -46,6 +46,16 @@ def _run(cmd: list[str], *, cwd: Path, timeout: float = 120, check: bool = False
     return done
 
 
+def copy_tree_files(names: tuple[str, ...], dest: Path) -> None:
+    """Copy files and folders of the checkout (by name, without bytecode) into ``dest``: the package
+    as it is in the working tree, for an install or a hook repository."""
+    for name in names:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, dest / name)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built from a copy of the working tree (a build in place would leave
@@ -53,11 +63,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
     src.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    copy_tree_files(SOURCES, src)
     _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(base / "dist"), str(src)],
          cwd=base, timeout=INSTALL_TIMEOUT, check=True)
     (built,) = (base / "dist").glob("gpu_admission-*.whl")

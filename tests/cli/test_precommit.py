@@ -12,13 +12,14 @@ Marked ``install`` (slow: ~15-25 s, pre-commit builds the hook's virtualenv once
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.cli.test_install_light import copy_tree_files
 
 pytestmark = pytest.mark.install
 
@@ -48,11 +49,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], *, check: bool = True) 
 def _hook_repository(where: Path, env: dict[str, str]) -> str:
     """A git repository holding the working tree's hook manifest and package; its commit."""
     where.mkdir()
-    for name in HOOK_FILES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, where / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, where / name)
+    copy_tree_files(HOOK_FILES, where)
     _run(["git", "init", "--quiet"], where, env)
     _run(["git", "add", "."], where, env)
     _run(["git", "commit", "--quiet", "-m", "snapshot of the working tree"], where, env)
