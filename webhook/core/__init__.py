@@ -28,6 +28,7 @@ PUBLIC: tuple[str, ...] = (
     "resources",   # pod_gpus: GPUs counted as Kubernetes counts them (inventory report)
     "dra",         # judge_claim, KINDS: ResourceClaims, the server's second admission kind
     "scheduling",  # filter / prioritize: the extender's rules behind the server's routes
+    "verdicts",    # key: a pod's content without its per-copy fields (the server's verdict memo)
 )
 """The core modules the front doors may import (``webhook.core.<name>``); everything else in the
 core is internal, free to change shape without touching a door."""

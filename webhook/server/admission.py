@@ -20,8 +20,14 @@ from webhook.core.inventory import Inventory
 from webhook.core.settings import Settings
 from webhook.server import review
 from webhook.server.review import Request
+from webhook.server.verdict_cache import VerdictCache
 
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
+
+VERDICTS = VerdictCache()
+"""The verdicts on CREATEs of this process, by the object's content without its per-copy fields
+(:mod:`webhook.server.verdict_cache`): the replicas of a Deployment, the completions of a Job and the
+pods of a JobSet are judged once per template, not once per pod."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,9 @@ def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
     if req.operation == "UPDATE":
         # the change, not the object: a violation the stored object already had is pre-existing
         return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate, inventory=inventory)
-    return engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory)
+    return VERDICTS.get_or_compute(
+        req.obj, settings, inventory, (mode, mutate),
+        lambda: engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory))
 
 
 def _subject(req: Request) -> str:

@@ -1,0 +1,110 @@
+"""A memo of verdicts for the pods one controller makes from one template.
+
+A Deployment of 50 replicas, a Job of 200 completions or a JobSet of 16 sends kube-apiserver the same
+pod again and again, differing only in what the controller and the apiserver stamp on each copy: the
+name (``generateName`` plus a random suffix), uid, ``pod-template-hash``, the completion index, the
+projected service-account volume ``kube-api-access-<5 chars>``, timestamps, the owner's uid. None of
+those change what the pod runs or where it may land, so the engine's verdict on the first copy is the
+verdict on every copy, and judging each again is most of the webhook's CPU on real traffic.
+
+:func:`key` is the pod's JSON with exactly those per-copy fields replaced by a placeholder (kept, not
+dropped: the engine reads the *presence* of the completion-index annotation, never its value), so
+two pods share a key only when they differ in nothing else. The server keeps its verdicts by this
+key (``webhook.server.verdict_cache``).
+``tests/core/test_verdicts.py`` holds the property the memo rests on: for generated controller
+pods, varying every field :func:`key` replaces never changes a fresh verdict, and a cached verdict
+equals a fresh one. A field the engine starts to read for its value must leave the lists below, or
+that test fails.
+
+Pure: no I/O, no clock, no state; the memo itself, with its lock, belongs to the server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+PER_COPY_METADATA = frozenset({
+    "name", "generateName", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
+    "selfLink",
+})
+"""Metadata the apiserver or the controller writes differently on every pod of one template."""
+PER_COPY_LABELS = frozenset({
+    "pod-template-hash",  # ReplicaSet: differs between revisions, equal within one, never read
+    "controller-revision-hash",  # StatefulSet / DaemonSet revision
+    "statefulset.kubernetes.io/pod-name",
+    "batch.kubernetes.io/job-completion-index",  # Indexed Job
+    "jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-global-index",
+    "jobset.sigs.k8s.io/restart-attempt",
+})
+"""Labels whose *value* differs per pod of one controller (the engine reads only their presence, if
+anything). ``apps.kubernetes.io/pod-index`` is NOT here: an LWS group is found by it."""
+PER_COPY_ANNOTATIONS = frozenset({
+    "batch.kubernetes.io/job-completion-index",  # its presence marks an Indexed Job pod (groups.membership)
+    "jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-global-index",
+    "jobset.sigs.k8s.io/restart-attempt",
+    "kubernetes.io/config.seen",
+})
+PER_COPY_SPEC = frozenset({"hostname"})
+"""An Indexed Job's or JobSet's pod gets ``hostname: <job>-<index>``."""
+OWNER_PER_COPY = frozenset({"uid"})
+"""The owner's uid: a new ReplicaSet per rollout, the same owner kind and name."""
+TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}")
+"""The projected service-account token volume the ServiceAccount admission plugin adds, named with
+a random suffix, in ``spec.volumes`` and in every container's ``volumeMounts``."""
+PLACEHOLDER = "<per-copy>"
+
+
+def _without(mapping: Any, fields: frozenset[str]) -> Any:
+    if not isinstance(mapping, Mapping) or not any(f in mapping for f in fields):
+        return mapping
+    return {k: (PLACEHOLDER if k in fields else v) for k, v in mapping.items()}
+
+
+def _volume_names(items: Any) -> Any:
+    if not isinstance(items, list):
+        return items
+    out = []
+    for item in items:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if isinstance(name, str) and TOKEN_VOLUME.fullmatch(name):
+            item = {**item, "name": PLACEHOLDER}
+        out.append(item)
+    return out
+
+
+def _containers(items: Any) -> Any:
+    if not isinstance(items, list):
+        return items
+    return [{**c, "volumeMounts": _volume_names(c["volumeMounts"])}
+            if isinstance(c, Mapping) and "volumeMounts" in c else c for c in items]
+
+
+def key(obj: Any) -> str | None:
+    """The object's JSON with the per-copy fields replaced by :data:`PLACEHOLDER` (shallow copies: the
+    object is never changed); ``None`` when it is not a JSON object or not JSON-encodable."""
+    if not isinstance(obj, Mapping):
+        return None
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        meta = _without(meta, PER_COPY_METADATA)
+        for field, per_copy in (("labels", PER_COPY_LABELS), ("annotations", PER_COPY_ANNOTATIONS)):
+            if isinstance(meta.get(field), Mapping):
+                meta = {**meta, field: _without(meta[field], per_copy)}
+        owners = meta.get("ownerReferences")
+        if isinstance(owners, list):
+            meta = {**meta, "ownerReferences": [_without(o, OWNER_PER_COPY) for o in owners]}
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        spec = _without(spec, PER_COPY_SPEC)
+        if "volumes" in spec:
+            spec = {**spec, "volumes": _volume_names(spec["volumes"])}
+        for field in ("containers", "initContainers"):
+            if field in spec:
+                spec = {**spec, field: _containers(spec[field])}
+    try:
+        return json.dumps({**obj, "metadata": meta, "spec": spec}, separators=(",", ":"), allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
