@@ -246,14 +246,19 @@ def test_token_volume_names_are_per_copy_and_other_volume_names_are_not() -> Non
     assert verdicts.key(with_volume("models-abcde")) != verdicts.key(with_volume("models-xyz12"))
 
 
-@pytest.mark.parametrize("obj", [None, [], "pod", 3, {"spec": {"x": float("nan")}}, {"metadata": {"a": {1, 2}}}],
-                         ids=["none", "list", "string", "number", "nan-allowed", "not-json"])
-def test_key_of_odd_objects(obj: Any) -> None:
-    k = verdicts.key(obj)
-    if isinstance(obj, dict) and "spec" in obj:
-        assert isinstance(k, str)
-    else:
-        assert k is None
+@pytest.mark.parametrize("obj", [None, [], "pod", 3], ids=["none", "list", "string", "number"])
+def test_no_key_for_what_is_not_an_object(obj: Any) -> None:
+    assert verdicts.key(obj) is None
+
+
+def test_key_tells_types_apart() -> None:
+    """``1``, ``"1"``, ``1.0`` and ``True`` are different GPU counts or flags to the engine."""
+    keys = {verdicts.key(_pod(priority=value)) for value in (1, "1", 1.0, True)}
+    assert len(keys) == 4
+
+
+def test_no_key_for_what_cannot_be_serialized() -> None:
+    assert verdicts.key({"spec": {"containers": [lambda: None]}}) is None
 
 
 def test_cache_answers_only_for_the_same_settings_and_inventory() -> None:

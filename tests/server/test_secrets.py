@@ -301,3 +301,29 @@ def test_redact_prefilter_never_skips_a_match(text: str) -> None:
 ], ids=["fuzz-found-github", "openai-project", "hf", "ngc", "flask", "disk", "openai-legacy"])
 def test_tokens_glued_to_text_are_redacted(text: str, expected: str) -> None:
     assert redact(text) == expected
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=8).map("".join),
+                      max_size=6),
+       values=st.lists(st.sampled_from([*SECRETS.values(), "s3cr3t-value", "\u00e9t\u00e9-secret"]), max_size=2))
+def test_one_scan_of_a_replys_texts_never_skips_a_redaction(texts: list[str], values: list[str]) -> None:
+    """``could_quote`` decides for all the texts of a reply at once: when it says no, ``redact``
+    leaves every one of them as it is (so the reply may skip redacting them one by one)."""
+    from webhook.core.redaction import could_quote
+
+    if not could_quote(texts, values):
+        assert [redact(t, values) for t in texts] == texts
+
+
+@pytest.mark.parametrize(("texts", "values", "expected"), [
+    pytest.param([], (), False, id="nothing"),
+    pytest.param(["tier-mismatch: Llama at TP4", "pinned to hbm-nvlink"], (), False, id="plain-texts"),
+    pytest.param(["a", "model hf_ABCDEFGHIJKLMNOPQRSTUVWX"], (), True, id="token-in-one-text"),
+    pytest.param(["uses s3cr3t-value here"], ("s3cr3t-value",), True, id="secret-value"),
+    pytest.param(["caf\u00e9"], (), True, id="non-ascii-goes-the-long-way"),
+])
+def test_could_quote(texts: list[str], values: tuple[str, ...], expected: bool) -> None:
+    from webhook.core.redaction import could_quote
+
+    assert could_quote(texts, values) is expected

@@ -73,6 +73,23 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     return TOKEN_RE.sub(REDACTED, text)
 
 
+def could_quote(texts: Iterable[str], values: Iterable[str] = ()) -> bool:
+    """False when :func:`redact` would leave every one of ``texts`` as it is, decided in one scan:
+    none holds one of ``values`` and, all ASCII, none holds the literal start of a credential shape.
+    A reply's texts (message, warnings, audit annotations, the notes a patch writes) are checked
+    together this way, so the usual reply, with nothing to redact, costs one lower() and a dozen
+    substring searches instead of those for each of its ten texts; True means: redact each."""
+    joined = "\n".join(t for t in texts if isinstance(t, str))
+    if not joined:
+        return False
+    if any(value in joined for value in values):
+        return True
+    if not joined.isascii():
+        return True
+    lowered = joined.lower()
+    return any(prefix in lowered for prefix in _TOKEN_PREFIXES)
+
+
 def _containers(spec: Any) -> Iterable[Mapping[str, Any]]:
     if not isinstance(spec, Mapping):
         return

@@ -7,7 +7,7 @@ projected service-account volume ``kube-api-access-<5 chars>``, timestamps, the 
 those change what the pod runs or where it may land, so the engine's verdict on the first copy is the
 verdict on every copy, and judging each again is most of the webhook's CPU on real traffic.
 
-:func:`key` is the pod's JSON with exactly those per-copy fields replaced by a placeholder (kept, not
+:func:`key` is the pod's content with exactly those per-copy fields replaced by a placeholder (kept, not
 dropped: the engine reads the *presence* of the completion-index annotation, never its value), so
 two pods share a key only when they differ in nothing else. The server keeps its verdicts by this
 key (``webhook.server.verdict_cache``).
@@ -21,7 +21,7 @@ Pure: no I/O, no clock, no state; the memo itself, with its lock, belongs to the
 
 from __future__ import annotations
 
-import json
+import pickle
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,33 +58,46 @@ PLACEHOLDER = "<per-copy>"
 
 
 def _without(mapping: Any, fields: frozenset[str]) -> Any:
-    if not isinstance(mapping, Mapping) or not any(f in mapping for f in fields):
+    if not isinstance(mapping, Mapping) or fields.isdisjoint(mapping):
         return mapping
     return {k: (PLACEHOLDER if k in fields else v) for k, v in mapping.items()}
 
 
 def _volume_names(items: Any) -> Any:
+    """``items`` with each token volume's name replaced; ``items`` itself when none is one."""
     if not isinstance(items, list):
         return items
-    out = []
-    for item in items:
+    out = None
+    for i, item in enumerate(items):
         name = item.get("name") if isinstance(item, Mapping) else None
-        if isinstance(name, str) and TOKEN_VOLUME.fullmatch(name):
-            item = {**item, "name": PLACEHOLDER}
-        out.append(item)
-    return out
+        if isinstance(name, str) and name.startswith("kube-api-access-") and TOKEN_VOLUME.fullmatch(name):
+            out = list(items) if out is None else out
+            out[i] = {**item, "name": PLACEHOLDER}
+    return items if out is None else out
 
 
 def _containers(items: Any) -> Any:
     if not isinstance(items, list):
         return items
-    return [{**c, "volumeMounts": _volume_names(c["volumeMounts"])}
-            if isinstance(c, Mapping) and "volumeMounts" in c else c for c in items]
+    out = []
+    for c in items:
+        mounts = c.get("volumeMounts") if isinstance(c, Mapping) else None
+        if mounts:
+            renamed = _volume_names(mounts)
+            if renamed is not mounts:
+                c = {**c, "volumeMounts": renamed}
+        out.append(c)
+    return out
 
 
-def key(obj: Any) -> str | None:
-    """The object's JSON with the per-copy fields replaced by :data:`PLACEHOLDER` (shallow copies: the
-    object is never changed); ``None`` when it is not a JSON object or not JSON-encodable."""
+def key(obj: Any) -> bytes | None:
+    """The object with the per-copy fields replaced by :data:`PLACEHOLDER` (shallow copies: the
+    object is never changed), serialized; ``None`` when it is not a mapping or cannot be serialized.
+
+    Serialized with pickle, not JSON: four times faster on a pod (5 against 18 us), and sound as a
+    key: equal bytes unpickle to equal values, types included (``True`` is not ``1``, ``"1"`` is not
+    ``1``). Two equal objects whose strings are shared differently could pickle differently; that
+    costs a miss, never a wrong answer. Nothing is ever unpickled."""
     if not isinstance(obj, Mapping):
         return None
     meta = obj.get("metadata")
@@ -105,6 +118,6 @@ def key(obj: Any) -> str | None:
             if field in spec:
                 spec = {**spec, field: _containers(spec[field])}
     try:
-        return json.dumps({**obj, "metadata": meta, "spec": spec}, separators=(",", ":"), allow_nan=True)
-    except (TypeError, ValueError, RecursionError):
+        return pickle.dumps(({**obj, "metadata": meta, "spec": spec}), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
         return None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flask import Flask, Response, request
+from flask.testing import FlaskClient
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.core.inventory import Inventory
@@ -72,6 +73,16 @@ def _whole_message(reply: dict[str, Any]) -> dict[str, str]:
     return {"message": message} if isinstance(message, str) and message else {}
 
 
+class _ClosingClient(FlaskClient):
+    """``app.test_client()`` that reads each response whole and closes it, as gunicorn does once it
+    has written a response: the metrics and the decision log line of a review are recorded on close
+    (``Response.call_on_close``), so a test sees them right after its request, as a scrape would."""
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:  # noqa: A003 - werkzeug's name
+        kwargs.setdefault("buffered", True)
+        return super().open(*args, **kwargs)
+
+
 def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                cert_file: str | Path | None = None, key_file: str | Path | None = None,
                metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter,
@@ -94,6 +105,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         m.config_valid.set(0)
     certs = _CertStatus(cert_file, key_file)
     app = Flask("gpu_admission")
+    app.test_client_class = _ClosingClient
     # one byte more than allowed: a chunked body has no Content-Length to refuse up front, and werkzeug
     # stops reading it at the limit without an error, so handle() must see that there was more
     app.config["MAX_CONTENT_LENGTH"] = max_body + 1
@@ -151,11 +163,19 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                              extra={"event": "error", "uid": req.uid, "endpoint": endpoint})
             return _json({"error": f"internal error judging uid {req.uid}: {type(exc).__name__}"}, 500)
         elapsed = clock() - started
+        response = _json(outcome.review)
+        # counted and logged once the reply is on the wire (the WSGI server closes the response after
+        # writing it): kube-apiserver is not kept waiting for our bookkeeping
+        response.call_on_close(lambda: record(endpoint, req, outcome, elapsed, waited))
+        return response
+
+    def record(endpoint: str, req: review.Request, outcome: admission.Outcome, elapsed: float,
+               waited: float | None) -> None:
         counted(m.requests, endpoint, outcome.mode, str(outcome.allowed).lower(), str(req.dry_run).lower()).inc()
         counted(m.duration, endpoint).observe(elapsed)
         for code in outcome.codes:
             counted(m.violations, code).inc()
-        if outcome.judged:
+        if outcome.judged and log.isEnabledFor(logging.INFO):
             log.info("decision", extra={"event": "decision", "fields": {
                 "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,
                 "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
@@ -164,7 +184,6 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                 # the whole texts kubectl shows cut to one line each (already redacted in the reply)
                 **_whole_message(outcome.review),
                 **({"queued_ms": round(waited * 1000, 1)} if waited is not None else {})}})
-        return _json(outcome.review)
 
     @app.post("/mutate")
     def mutate() -> Response:

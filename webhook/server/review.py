@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from webhook.core.domain import JSON
-from webhook.core.redaction import redact
+from webhook.core.redaction import could_quote, redact
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -164,6 +164,13 @@ def _clean_op(op: Mapping[str, JSON], clean: Callable[[str], str]) -> Mapping[st
     return op
 
 
+def _annotation_texts(op: Mapping[str, JSON]) -> str:
+    """The annotation texts a patch op writes (what :func:`_clean_op` would redact), joined."""
+    texts: list[str] = []
+    _clean_op(op, lambda text: texts.append(text) or text)
+    return "\n".join(texts)
+
+
 def respond(
     req: Request | None,
     *,
@@ -182,9 +189,13 @@ def respond(
     review as the engine found them (:attr:`webhook.core.engine.Judgement.secrets`): the reply does
     not walk the object again. Credential-shaped strings are redacted whatever ``secrets`` holds."""
     response: dict[str, JSON] = {"uid": req.uid if req is not None else (uid or ""), "allowed": allowed}
+    warnings = [w for w in warnings if isinstance(w, str)]
+    notes = audit_annotations or {}
+    # every text that leaves, scanned once: most replies hold nothing to redact (redaction.could_quote)
+    leaving = [message or "", *warnings, *(v for v in notes.values() if isinstance(v, str)),
+               *(_annotation_texts(op) for op in patch)]
 
-    def clean(text: str) -> str:
-        return redact(text, secrets)
+    clean: Callable[[str], str] = (lambda text: redact(text, secrets)) if could_quote(leaving, secrets) else str
 
     if not allowed:
         response["status"] = {"code": code, "message": clean(message or "denied by gpu-admission"),
@@ -193,13 +204,14 @@ def respond(
         response["patchType"] = "JSONPatch"
         # the annotations a patch writes (the pinned note names the model) are stored on the pod: a
         # model "name" that is a token, or a secret env value expanded into it, must not be copied there
-        patch = [_clean_op(op, clean) for op in patch]
+        if clean is not str:
+            patch = [_clean_op(op, clean) for op in patch]
         raw = json.dumps(list(patch), separators=(",", ":"), sort_keys=False).encode()
         response["patch"] = base64.b64encode(raw).decode("ascii")
-    capped = cap_warnings(clean(w) for w in warnings if isinstance(w, str))
+    capped = cap_warnings(clean(w) for w in warnings)
     if capped:
         response["warnings"] = capped
-    if audit_annotations:
+    if notes:
         response["auditAnnotations"] = {k: clean(v)[:AUDIT_MESSAGE_MAX if k == "message" else 1024]
-                                        for k, v in audit_annotations.items()}
+                                        for k, v in notes.items()}
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
