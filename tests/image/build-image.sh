@@ -17,10 +17,10 @@ BASE=localhost/python:3.11-slim-bookworm
 log() { echo "build-image: $*" >&2; }
 
 need() {  # the tools, from Debian's packages
-  command -v buildah >/dev/null && command -v debootstrap >/dev/null && return 0
-  log "installing buildah and debootstrap from Debian's packages"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap runc >&2 \
-    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap runc >&2; }
+  command -v buildah >/dev/null && command -v podman >/dev/null && command -v debootstrap >/dev/null && return 0
+  log "installing buildah, podman and debootstrap from Debian's packages"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah podman debootstrap runc >&2 \
+    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah podman debootstrap runc >&2; }
 }
 need
 

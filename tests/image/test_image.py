@@ -5,11 +5,18 @@ script) on a locally bootstrapped stand-in for its FROM, since no container regi
 the release image is built on the registry's python:3.11-slim-bookworm. The image is cached by the
 hash of what goes into it, so only a change rebuilds it (~35 s; the base ~40 s once per machine).
 
-Run with ``buildah run --isolation chroot`` as UID 65532 with the certificates mounted read-only,
-sharing the host network (the server binds 127.0.0.1 on a free port: test traffic stays on
-loopback). What this cannot show: a read-only root filesystem (``buildah run`` has no such option,
-and podman needs machine-wide workarounds here); the manifests' readOnlyRootFilesystem is checked
-by tests/cli/test_manifests.py, and the server writes nothing outside /tmp.
+Run as UID 65532 with the certificates mounted read-only, sharing the host network (the server
+binds 127.0.0.1 on a free port: test traffic stays on loopback), twice:
+
+- with ``podman run --read-only`` (Debian's podman, installed by the build script), as the
+  Deployment runs it: a read-only root filesystem with tmpfs at /tmp (the Deployment's emptyDir) and
+  /dev/shm (gunicorn's heartbeat files). Podman here needs three settings no default gives, so the
+  test writes its own containers.conf (``CONTAINERS_CONF``; nothing in /etc is touched): RLIMIT_NOFILE
+  at this machine's hard limit (podman asks for more and fails), RLIMIT_NPROC at most 32768, and runc
+  instead of crun (crun: "cgroups in hybrid mode not supported"), with cgroupfs and file events (no
+  systemd). A write to the root filesystem is shown to fail inside that container;
+- with ``buildah run --isolation chroot`` (no configuration at all), for the checks of what the
+  image holds.
 """
 
 from __future__ import annotations
@@ -73,7 +80,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(container: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
+def served_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and serving certificate (SAN 127.0.0.1), readable by UID 65532 through a mount."""
     certs = tmp_path_factory.mktemp("image-certs")
     made = subprocess.run([str(Path(sys.executable).parent / "gpu-admission"), "certs", "--service", "gpu-admission",
                            "--namespace", "gpu-admission", "--ip", "127.0.0.1", "--out", str(certs), "--force"],
@@ -85,6 +93,12 @@ def served(container: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         if d == Path(d.anchor) or str(d) in ("/tmp",):
             break
         d.chmod(d.stat().st_mode | 0o055)
+    return certs
+
+
+@pytest.fixture(scope="module")
+def served(container: str, served_certs: Path) -> Iterator[tuple[int, Path]]:
+    certs = served_certs
     port = free_port()
     proc = subprocess.Popen(
         ["buildah", "run", "--isolation", "chroot", "--user", f"{UID}:{UID}", "-v", f"{certs}:/etc/gpu-admission/tls:ro",
@@ -116,6 +130,78 @@ def served(container: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+
+def podman_conf(directory: Path) -> Path:
+    """A containers.conf with the three settings podman needs on this machine (see the docstring)."""
+    import resource
+
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = 1048576 if nofile == resource.RLIM_INFINITY else nofile
+    conf = directory / "containers.conf"
+    conf.write_text(f"""[containers]
+default_ulimits = ["nofile={nofile}:{nofile}", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+""")
+    return conf
+
+
+def podman(conf: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "CONTAINERS_CONF": str(conf)})
+
+
+@pytest.fixture(scope="module")
+def read_only_served(image: str, served_certs: Path,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path, Path, str]]:
+    """The image under ``podman run --read-only`` as UID 65532, serving on a free loopback port."""
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: tests/image/build-image.sh installs it from Debian's packages")
+    conf = podman_conf(tmp_path_factory.mktemp("podman"))
+    port = free_port()
+    name = f"gpu-admission-ro-{port}"
+    started = podman(conf, "run", "--detach", "--rm", "--name", name, "--read-only", "--user", f"{UID}:{UID}",
+                     "--network", "host", "-v", f"{served_certs}:/etc/gpu-admission/tls:ro", image,
+                     "serve", "--cert", "/etc/gpu-admission/tls/tls.crt", "--key", "/etc/gpu-admission/tls/tls.key",
+                     "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--inventory", "off")
+    assert started.returncode == 0, started.stderr[-3000:]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                get(port, served_certs, "/readyz")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    logs = podman(conf, "logs", name)
+                    raise AssertionError(f"not ready within 60 s under podman --read-only: "
+                                         f"{(logs.stdout + logs.stderr)[-2000:]}") from None
+                time.sleep(0.3)
+        yield port, served_certs, conf, name
+    finally:
+        podman(conf, "stop", "--time", "10", name, timeout=60)
+        podman(conf, "rm", "--force", "--ignore", name, timeout=60)
+
+
+def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Path, Path, str]) -> None:
+    port, certs, conf, name = read_only_served
+    status, body = get(port, certs, "/readyz")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    review = (ROOT / "examples" / "reviews" / "validate-llama-70b-on-l40s.json").read_bytes()
+    status, body = get(port, certs, "/validate", review)
+    answer = json.loads(body)["response"]
+    assert status == 200 and answer["allowed"] is False and "tier-mismatch" in answer["status"]["message"]
+    status, body = get(port, certs, "/metrics")
+    assert status == 200 and b"gpu_admission_requests_total" in body
+    # the root filesystem is read-only for the server's user; /tmp is the writable tmpfs
+    write = podman(conf, "exec", name, "sh", "-c", "touch /usr/local/probe 2>&1; echo rc=$?; "
+                                                   "touch /tmp/probe && echo tmp-ok; id -u")
+    assert "Read-only file system" in write.stdout and "tmp-ok" in write.stdout, write.stdout + write.stderr
+    assert write.stdout.strip().splitlines()[-1] == str(UID)
 
 
 def get(port: int, certs: Path, path: str, body: bytes | None = None) -> tuple[int, bytes]:
