@@ -18,17 +18,30 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._second: tuple[int, str] = (-1, "")
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        """ISO 8601 UTC with milliseconds; the seconds part formatted once per second."""
+        second = int(created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return f"{self._second[1]}.{int(msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key, value in vars(record).items():
+        for key, value in record.__dict__.items():
+            if key in _STANDARD or key[:1] == "_":
+                continue
             if key == "fields" and isinstance(value, dict):
                 out.update(value)  # names LogRecord reserves (``name``) travel in ``fields``
-            elif key not in _STANDARD and not key.startswith("_"):
+            else:
                 out[key] = value
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
