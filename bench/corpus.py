@@ -9,12 +9,17 @@ the ServiceAccount admission plugin run before the webhooks): ``imagePullPolicy`
 webhook really parses, not on a hand-trimmed object. Workload objects (Deployments, Jobs, ...) are
 sent to ``/validate`` as written, plus ``metadata.uid``/``creationTimestamp``.
 
+:func:`controller_traffic` is the other kind of traffic: the pods a Deployment, an Indexed Job and a
+JobSet make from one template each, as kube-apiserver sends them to ``/mutate`` and then (patched,
+named) to ``/validate``, interleaved with unique pods.
+
 Deterministic: the same seed gives the same corpus, so runs compare.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 import uuid
@@ -274,3 +279,319 @@ def manifest_stream(count: int, seed: int = 11) -> str:
             obj["metadata"].pop("ownerReferences", None)
         docs.append(yaml.safe_dump(obj, sort_keys=False))
     return "---\n".join(docs)
+
+
+# ----------------------------------------------------------------------------- controller traffic
+
+ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of Kubernetes' random name suffixes (``k8s.io/apimachinery/pkg/util/rand``)."""
+PASS = "@PASS@"
+"""Filled with 6 hex digits of the pass through the request file (:func:`fill`, ``wrk_reviews.lua``):
+the tail of every per-pod uid, so a pod is never sent twice with the same uid."""
+PASS_CHARS = "@P2@"
+"""Filled with 2 characters of :data:`ALPHABET` derived from the pass: the end of every per-pod random
+5-character suffix (the generated name, the ``kube-api-access-`` volume)."""
+USERS = {
+    "Deployment": ("system:serviceaccount:kube-system:replicaset-controller", "6f1c0a52-6f0e-4c1e-9d3b-3f1b1f0e7a21"),
+    "Job": ("system:serviceaccount:kube-system:job-controller", "0b9e5d0c-3d7a-4b59-a1f3-8a2f4c6d9e10"),
+    "JobSet": ("system:serviceaccount:kube-system:job-controller", "0b9e5d0c-3d7a-4b59-a1f3-8a2f4c6d9e10"),
+}
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True)
+class TrafficItem(Item):
+    """One request of the controller-shaped traffic: ``body`` (and ``review``) hold the :data:`PASS`
+    and :data:`PASS_CHARS` placeholders; :func:`fill` them for a given pass before sending."""
+
+    source: str = ""  # "Deployment", "Job", "JobSet" (the controller that made the pod) or "unique"
+    pod: int = 0  # the pod's position in the sequence (its /mutate and /validate share it)
+
+
+def fill(text: str, pass_no: int) -> str:
+    """The request text of pass ``pass_no`` (what ``wrk_reviews.lua`` sends on that pass)."""
+    return (text.replace(PASS, f"{pass_no % 0x1000000:06x}")
+            .replace(PASS_CHARS, ALPHABET[(pass_no // 27) % 27] + ALPHABET[pass_no % 27]))
+
+
+def _chars(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(n))
+
+
+def _suffix(rng: random.Random) -> str:
+    """A 5-character random suffix, its last two characters per pass."""
+    return _chars(rng, 3) + PASS_CHARS
+
+
+def _uid(rng: random.Random) -> str:
+    """A uid whose last 6 hex digits are per pass."""
+    return str(uuid.UUID(int=rng.getrandbits(128)))[:-6] + PASS
+
+
+def _fixed_uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128)))
+
+
+def _fields_v1(node: Any, depth: int = 0) -> Any:
+    """The ``fieldsV1`` set of an object (what the field manager records): maps as ``f:<key>`` (with
+    ``.`` for the map itself below the top two levels), lists of keyed items as ``k:{"uid"|"name":...}``,
+    every other value as a leaf."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {".": {}} if node and depth >= 2 else {}
+        for k, v in node.items():
+            out[f"f:{k}"] = _fields_v1(v, depth + 1)
+        return out
+    if isinstance(node, list) and node and all(isinstance(v, dict) for v in node):
+        by = next((k for k in ("uid", "name") if all(k in v for v in node)), None)
+        if by:
+            return {".": {}, **{"k:" + json.dumps({by: v[by]}, separators=(",", ":")): _fields_v1(v, 2)
+                                for v in node}}
+    return {}
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    """The pod's QoS class as kube-apiserver's create strategy computes it (requests default to limits)."""
+    containers = spec.get("initContainers", []) + spec.get("containers", [])
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        any_set = any_set or bool(limits) or bool(requests)
+        if not all(k in limits and str(requests.get(k)) == str(limits[k]) for k in ("cpu", "memory")):
+            guaranteed = False
+    return "Guaranteed" if any_set and guaranteed else "Burstable" if any_set else "BestEffort"
+
+
+_META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels",
+               "annotations", "ownerReferences", "finalizers", "managedFields")
+
+
+def _ordered_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """ObjectMeta in the order Go serializes it."""
+    return {**{k: meta[k] for k in _META_ORDER if k in meta}, **{k: v for k, v in meta.items() if k not in _META_ORDER}}
+
+
+def _as_created(pod: dict[str, Any], rng: random.Random, timestamp: str) -> dict[str, Any]:
+    """The pod as the mutating webhooks receive it: defaulted, the ServiceAccount plugin's token volume
+    (``kube-api-access-<5 chars>``), the controller's ``managedFields`` entry; no name yet (kube-apiserver
+    generates it from ``generateName`` after the mutating webhooks, with the uid, the creation timestamp
+    and the status: :func:`_as_stored`), ``creationTimestamp: null`` and ``status: {}`` as Go sends them."""
+    pod = apiserver_defaults(pod, rng)
+    meta = pod["metadata"]
+    meta.pop("uid", None)
+    meta.pop("name", None)
+    spec = pod["spec"]
+    token = "kube-api-access-" + _suffix(rng)
+    for v in spec.get("volumes", []):
+        if v["name"].startswith("kube-api-access-"):
+            old, v["name"] = v["name"], token
+    for c in spec.get("initContainers", []) + spec.get("containers", []):
+        for m in c.get("volumeMounts", []):
+            if m["name"] == old:
+                m["name"] = token
+    # what the controller sent (the field manager runs before admission: no token volume yet)
+    fields = {"metadata": {k: v for k, v in meta.items() if k not in ("namespace", "creationTimestamp")},
+              "spec": {**spec, "volumes": [v for v in spec.get("volumes", []) if v["name"] != token],
+                       "containers": [{**c, "volumeMounts": [m for m in c.get("volumeMounts", []) if m["name"] != token]}
+                                      for c in spec.get("containers", [])]}}
+    meta["managedFields"] = [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                              "time": timestamp, "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(fields)}]
+    pod["metadata"] = _ordered_meta(meta)
+    pod["status"] = {}
+    return pod
+
+
+def _as_stored(mutated: dict[str, Any], rng: random.Random, timestamp: str) -> dict[str, Any]:
+    """The pod as the validating webhooks receive it: the mutating webhooks' patch applied, then what
+    the create strategy sets before validation (the name from ``generateName`` plus 5 random
+    characters, the uid, the creation timestamp, ``status.phase`` and ``status.qosClass``)."""
+    pod = copy.deepcopy(mutated)
+    meta = pod["metadata"]
+    meta["name"] = meta.get("generateName", "pod-") + _suffix(rng)
+    meta["uid"] = _uid(rng)
+    meta["creationTimestamp"] = timestamp
+    pod["metadata"] = _ordered_meta(meta)
+    pod["status"] = {"phase": "Pending", "qosClass": _qos(pod["spec"])}
+    return pod
+
+
+def _envelope(pod: dict[str, Any], rng: random.Random, source: str) -> dict[str, Any]:
+    doc = review(pod, rng)
+    req = doc["request"]
+    req["uid"] = _uid(rng)
+    req["name"] = ""  # a create by generateName: the request names no object
+    username, user_uid = USERS.get(source, USERS["Deployment"])
+    req["userInfo"] = {**req["userInfo"], "username": username, "uid": user_uid}
+    return doc
+
+
+def _example(name: str) -> dict[str, Any]:
+    return copy.deepcopy(next(d for d in example_documents() if d.get("metadata", {}).get("name") == name))
+
+
+def _deployment_pods(rng: random.Random, replicas: int) -> Iterator[dict[str, Any]]:
+    """A Deployment's pods through its ReplicaSet ``<deployment>-<pod-template-hash>``: one hash and one
+    ReplicaSet uid for all of them (one revision), names ``<replicaset>-<5 chars>``."""
+    deploy = _example("llama-70b")
+    deploy["spec"]["replicas"] = replicas
+    template = deploy["spec"]["template"]
+    rs_hash = _chars(rng, 10)
+    rs_name = f"{deploy['metadata']['name']}-{rs_hash}"
+    rs_uid = _fixed_uid(rng)
+    for _ in range(replicas):
+        meta = copy.deepcopy(template.get("metadata", {}))
+        meta["generateName"] = rs_name + "-"
+        meta["namespace"] = deploy["metadata"]["namespace"]
+        meta.setdefault("labels", {})["pod-template-hash"] = rs_hash
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name, "uid": rs_uid,
+                                    "controller": True, "blockOwnerDeletion": True}]
+        yield {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"])}
+
+
+def _indexed_job_pod(job_name: str, job_uid: str, namespace: str, template: dict[str, Any], index: int,
+                     subdomain: str | None = None) -> dict[str, Any]:
+    """A pod of an Indexed Job as the Job controller makes it: the labels kube-apiserver put in the Job's
+    template (``controller-uid``, ``job-name``, prefixed and legacy), the completion index as label and
+    annotation, ``JOB_COMPLETION_INDEX`` in every container, hostname ``<job>-<index>``, generateName
+    ``<job>-<index>-``, the tracking finalizer and the Job as owner."""
+    meta = copy.deepcopy(template.get("metadata", {}))
+    spec = copy.deepcopy(template["spec"])
+    labels = meta.setdefault("labels", {})
+    labels.update({"batch.kubernetes.io/controller-uid": job_uid, "batch.kubernetes.io/job-name": job_name,
+                   "controller-uid": job_uid, "job-name": job_name, COMPLETION_INDEX: str(index)})
+    meta.setdefault("annotations", {})[COMPLETION_INDEX] = str(index)
+    meta["generateName"] = f"{job_name}-{index}-"
+    meta["namespace"] = namespace
+    meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid,
+                                "controller": True, "blockOwnerDeletion": True}]
+    meta["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    for c in spec.get("initContainers", []) + spec.get("containers", []):
+        c.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+            "apiVersion": "v1", "fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}})
+    spec.setdefault("hostname", f"{job_name}-{index}")
+    if subdomain:
+        spec["subdomain"] = subdomain
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _job_pods(rng: random.Random, completions: int) -> Iterator[dict[str, Any]]:
+    """An Indexed Job of ``completions`` completions (``examples/torchrun-finetune.yaml``), in index order."""
+    job = _example("llama-8b-finetune")
+    job["spec"].update(completions=completions, parallelism=8, completionMode="Indexed")
+    job_uid = _fixed_uid(rng)
+    for index in range(completions):
+        yield _indexed_job_pod(job["metadata"]["name"], job_uid, job["metadata"]["namespace"],
+                               job["spec"]["template"], index)
+
+
+def _jobset_pods(rng: random.Random, jobs: int, per_job: int) -> Iterator[dict[str, Any]]:
+    """A JobSet (``examples/jobset-torchrun.yaml``) of ``jobs`` Jobs x ``per_job`` pods: the JobSet
+    controller labels and annotates each child Job ``<jobset>-<replicatedJob>-<i>`` and its template
+    (``jobset.sigs.k8s.io/*``: name, uid, replicated job, replicas, job index, job key, global index,
+    restart attempt), sets the subdomain (DNS hostnames are on by default); the Job controller makes
+    Indexed pods of each (completion mode defaulted to Indexed by JobSet)."""
+    js = _example("llama-8b-pretrain")
+    ns, js_name = js["metadata"]["namespace"], js["metadata"]["name"]
+    rjob = js["spec"]["replicatedJobs"][0]
+    rjob["replicas"] = jobs
+    rjob["template"]["spec"].update(parallelism=per_job, completions=per_job, completionMode="Indexed")
+    template = rjob["template"]["spec"]["template"]
+    for c in template["spec"]["containers"]:
+        c["command"] = [f"--nnodes={jobs * per_job}" if a.startswith("--nnodes=") else a for a in c["command"]]
+    js_uid = _fixed_uid(rng)
+    for j in range(jobs):
+        job_name = f"{js_name}-{rjob['name']}-{j}"
+        keys = {"jobset.sigs.k8s.io/jobset-name": js_name, "jobset.sigs.k8s.io/jobset-uid": js_uid,
+                "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"], "jobset.sigs.k8s.io/restart-attempt": "0",
+                "jobset.sigs.k8s.io/replicatedjob-replicas": str(jobs), "jobset.sigs.k8s.io/global-replicas": str(jobs),
+                "jobset.sigs.k8s.io/job-index": str(j),
+                "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+                "jobset.sigs.k8s.io/job-global-index": str(j)}
+        labelled = copy.deepcopy(template)
+        meta = labelled.setdefault("metadata", {})
+        meta["labels"] = {**meta.get("labels", {}), **keys}
+        meta["annotations"] = {**meta.get("annotations", {}), **keys}
+        job_uid = _fixed_uid(rng)
+        for index in range(per_job):
+            yield _indexed_job_pod(job_name, job_uid, ns, labelled, index, subdomain=js_name)
+
+
+def _interleave(rng: random.Random, streams: dict[str, list[dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """The controllers' pods in one sequence, each controller's in its own order, merged at random
+    (the controllers run at the same time)."""
+    left = {k: list(v) for k, v in streams.items()}
+    out = []
+    while any(left.values()):
+        names = [k for k, v in left.items() if v]
+        source = rng.choices(names, weights=[len(left[k]) for k in names])[0]
+        out.append((source, left[source].pop(0)))
+    return out
+
+
+def controller_traffic(seed: int = 17, deployment_replicas: int = 50, job_completions: int = 200,
+                       jobset_jobs: int = 4, jobset_pods_per_job: int = 4, unique_every: int = 10,
+                       variants: int = 20, settings: Any = None) -> list[TrafficItem]:
+    """Pods as kube-apiserver sends them when controllers create them, each to ``/mutate`` then to
+    ``/validate``: a Deployment of ``deployment_replicas`` (``examples/vllm-llama-70b-tp4.yaml``), an
+    Indexed Job of ``job_completions`` (``examples/torchrun-finetune.yaml``), a JobSet of
+    ``jobset_jobs`` x ``jobset_pods_per_job`` (``examples/jobset-torchrun.yaml``), merged, with one
+    unique pod in ``unique_every`` (a pod of the :func:`items` mix whose containers carry
+    ``BENCH_NONCE=u<k>-@PASS@``: new on every pass, the same in its /mutate and /validate).
+
+    The pods of one controller share its template and differ exactly where real ones do: generated
+    names, uids, the token volume suffix, creation timestamps, managedFields times, request uids
+    (per pod and, through :data:`PASS`/:data:`PASS_CHARS`, per pass), the completion index, hostname
+    and child Job (name, uid, ``job-key``) of Job and JobSet pods; the ReplicaSet's hash and uid and
+    each Job's uid are shared by its pods, as in a cluster. The ``/validate`` object is the ``/mutate``
+    object with the patch gpu-admission answers applied (computed here with its own engine and
+    ``settings``, the embedded default policy unless given) plus the name, uid, creation timestamp and
+    status kube-apiserver sets between the mutating and validating webhooks.
+
+    Deterministic: the same arguments give the same bytes."""
+    import base64
+
+    import jsonpatch
+
+    from webhook.core.settings import default as default_settings
+    from webhook.server import admission
+    from webhook.server import review as review_mod
+
+    settings = settings or default_settings()
+    rng = random.Random(seed)
+    streams = {"Deployment": list(_deployment_pods(rng, deployment_replicas)),
+               "Job": list(_job_pods(rng, job_completions)),
+               "JobSet": list(_jobset_pods(rng, jobset_jobs, jobset_pods_per_job))}
+    sequence = _interleave(rng, streams)
+    pool = [i for i in items(variants=variants, seed=seed) if i.kind == "Pod" and i.endpoint == "mutate"
+            and isinstance(i.obj["spec"].get("containers"), list)]  # not a runtime's JobSet template
+    if unique_every > 1:
+        mixed: list[tuple[str, dict[str, Any]]] = []
+        for n, entry in enumerate(sequence):
+            mixed.append(entry)
+            if (n + 1) % (unique_every - 1) == 0:
+                mixed.append(("unique", copy.deepcopy(rng.choice(pool).obj)))
+        sequence = mixed
+    out: list[TrafficItem] = []
+    unique = 0
+    for n, (source, pod) in enumerate(sequence):
+        when = f"2026-12-02T10:{(n // 5) // 60 % 60:02d}:{(n // 5) % 60:02d}Z"  # five pods a second
+        if source == "unique":
+            for c in pod["spec"].get("initContainers", []) + pod["spec"].get("containers", []):
+                c["env"] = [*(c.get("env") or []), {"name": "BENCH_NONCE", "value": f"u{unique}-{PASS}"}]
+            unique += 1
+            for v in pod["spec"].get("volumes", []):  # as _as_created will add it again
+                if v["name"].startswith("kube-api-access-"):
+                    token = v["name"]
+            pod["spec"]["volumes"] = [v for v in pod["spec"].get("volumes", []) if v["name"] != token]
+            for c in pod["spec"].get("initContainers", []) + pod["spec"].get("containers", []):
+                c["volumeMounts"] = [m for m in c.get("volumeMounts", []) if m["name"] != token]
+        created = _as_created(pod, rng, when)
+        mutate_doc = _envelope(created, rng, source)
+        reply = admission.mutate(review_mod.parse(encode(mutate_doc), "application/json"), settings).review
+        patch = json.loads(base64.b64decode(reply["response"]["patch"])) if reply["response"].get("patch") else []
+        stored = _as_stored(jsonpatch.apply_patch(created, patch), rng, when)
+        validate_doc = _envelope(stored, rng, source)
+        label = f"{source}/{created['metadata']['generateName']}"
+        for endpoint, doc in (("mutate", mutate_doc), ("validate", validate_doc)):
+            out.append(TrafficItem(label, "Pod", endpoint, doc, encode(doc), source=source, pod=n))
+    return out

@@ -15,9 +15,16 @@ median and p99 of each, and the ratio engine/floor and admission/floor of the me
 Cold containers: the memo of ``webhook.core.launchers.parse_container`` is emptied (untimed) before every
 engine and admission call, so each call reads its command lines as if no pod with those containers
 had been seen before. In a cluster the memo answers the ``/validate`` call that follows ``/mutate``
-and the replicas of one template; timing repeated bodies with it would measure the memo. The sizing
-memo (``sizing.fit_options``) stays: its key is the model configuration, of which a cluster runs a
-handful.
+and the replicas of one template; timing repeated bodies with it would measure the memo. The server's
+verdict memo (``admission.VERDICTS``, keyed by the object without its per-copy fields) is emptied
+with it, for the same reason. The sizing memo (``sizing.fit_options``) stays: its key is the model
+configuration, of which a cluster runs a handful.
+
+Realistic traffic (:func:`run_realistic`, the ``realistic`` field of the result, apart from the
+per-object groups): the controller-shaped sequence of the server benchmark
+(``corpus.controller_traffic``), every review in order, ``passes`` times (each pass with its own uids
+and unique pods, as wrk sends them), memos kept as a server keeps them: floor and admission per
+review, interleaved.
 """
 
 from __future__ import annotations
@@ -41,14 +48,19 @@ def _decide(item: corpus.Item, settings: Settings):
 
 
 def run(iterations: int | None = None, warmup: int = 5, variants: int | None = None,
-        settings: Settings | None = None) -> dict[str, Any]:
+        settings: Settings | None = None, realistic_passes: int | None = None) -> dict[str, Any]:
     iterations = iterations or int(common.scaled(300, 30))
     variants = int(common.scaled(60, 20)) if variants is None else variants
     settings = settings or default_settings()
     items = corpus.items(variants=variants)
     loads, dumps, judge, parse = json.loads, json.dumps, engine.judge, review.parse
     ns = time.perf_counter_ns
-    forget = launch_memo._MEMO.clear
+    verdicts = admission.VERDICTS
+
+    def forget() -> None:
+        launch_memo._MEMO.clear()
+        verdicts.clear()
+
     rows: list[dict[str, Any]] = []
     gc_was_enabled = gc.isenabled()
     try:
@@ -90,7 +102,61 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
     finally:
         if gc_was_enabled:
             gc.enable()
-    return {"iterations": iterations, "objects": len(rows), "rows": rows, "summary": summarize(rows)}
+    return {"iterations": iterations, "objects": len(rows), "rows": rows, "summary": summarize(rows),
+            "realistic": run_realistic(realistic_passes, settings)}
+
+
+def run_realistic(passes: int | None = None, settings: Settings | None = None, seed: int = 17,
+                  traffic: list[corpus.TrafficItem] | None = None) -> dict[str, Any]:
+    """Floor and admission per review of the controller traffic, in order, memos kept (the memos start
+    empty: the first pass pays for each template once, as a server that just started would)."""
+    passes = passes or int(common.scaled(5, 2))
+    settings = settings or default_settings()
+    traffic = traffic if traffic is not None else corpus.controller_traffic(seed=seed, settings=settings)
+    loads, dumps, parse = json.loads, json.dumps, review.parse
+    ns = time.perf_counter_ns
+    launch_memo._MEMO.clear()
+    admission.VERDICTS.clear()
+    hits0, misses0 = admission.VERDICTS.hits, admission.VERDICTS.misses
+    floor_t: list[int] = []
+    adm_t: list[int] = []
+    by_source: dict[str, tuple[list[int], list[int]]] = {}
+    decide = {item.endpoint: _decide(item, settings) for item in traffic}
+    gc_was_enabled = gc.isenabled()
+    try:
+        for p in range(passes):
+            bodies = [corpus.fill(item.body.decode(), p).encode() for item in traffic]  # untimed
+            gc.collect()
+            gc.disable()
+            for item, body in zip(traffic, bodies):
+                t0 = ns()
+                dumps(loads(body))
+                t1 = ns()
+                dumps(decide[item.endpoint](parse(body, "application/json")).review)
+                t2 = ns()
+                floor_t.append(t1 - t0)
+                adm_t.append(t2 - t1)
+                f, a = by_source.setdefault(item.source, ([], []))
+                f.append(t1 - t0)
+                a.append(t2 - t1)
+            gc.enable()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+    def stats(floor: list[int], adm: list[int]) -> dict[str, Any]:
+        f_med, a_med = common.median(floor), common.median(adm)
+        return {"reviews": len(adm), "floor_median_us": f_med / 1e3, "floor_p99_us": common.percentile(floor, 99) / 1e3,
+                "floor_mean_us": sum(floor) / len(floor) / 1e3, "admission_median_us": a_med / 1e3,
+                "admission_p99_us": common.percentile(adm, 99) / 1e3, "admission_mean_us": sum(adm) / len(adm) / 1e3,
+                "admission_ratio_median": a_med / f_med if f_med else None,
+                "admission_ratio_mean": sum(adm) / sum(floor) if sum(floor) else None}
+
+    out = stats(floor_t, adm_t)
+    out.update(passes=passes, reviews_per_pass=len(traffic),
+               verdict_hits=admission.VERDICTS.hits - hits0, verdict_misses=admission.VERDICTS.misses - misses0,
+               by_source={k: stats(*v) for k, v in sorted(by_source.items())})
+    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -126,3 +192,4 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 if __name__ == "__main__":  # pragma: no cover
     result = run()
     print(json.dumps(result["summary"], indent=2))
+    print(json.dumps({k: v for k, v in result["realistic"].items() if k != "by_source"}, indent=2))

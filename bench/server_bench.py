@@ -1,7 +1,13 @@
 """2. Server and 3. memory: the real ``gpu-admission serve`` against the floor app, both under the
 same gunicorn/TLS configuration, loaded with ``wrk`` (keep-alive HTTPS, 1 thread: wrk shares the 2
-cores with the servers) at 1, 8 and 32 connections on ``/mutate`` and ``/validate``, in alternating
-A/B runs (A B A B ...), medians across runs.
+cores with the servers) at 1, 8 and 32 connections, in alternating A/B runs (A B A B ...), medians
+across runs, for two kinds of traffic (the ``traffic`` of every run and summary row):
+
+- ``cold``: the review mix (``corpus.items``) with a never-seen container in every request
+  (:func:`with_nonce`), on ``/mutate`` and on ``/validate`` separately: the worst case;
+- ``realistic``: pods as controllers make them (``corpus.controller_traffic``: a Deployment of 50, an
+  Indexed Job of 200, a JobSet of 16, one unique pod in 10), each sent to ``/mutate`` then ``/validate``
+  in order (endpoint ``mixed``); every pass through the file gives each pod new uids and suffixes.
 
 Both servers listen on random free loopback ports at the same time (the idle one costs nothing
 measurable: its workers sleep in poll). Memory: VmRSS of each worker (the children of the master)
@@ -11,6 +17,7 @@ after warm-up and after 100k more requests.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -28,8 +35,13 @@ from bench import common, corpus
 ROOT = common.ROOT
 LUA = Path(__file__).with_name("wrk_reviews.lua")
 CONNECTIONS = (1, 8, 32)
+REALISTIC_CONNECTIONS = (1, 8, 32)
+"""Connections of the realistic cells (those of ``connections`` that are in here)."""
 ENDPOINTS = ("mutate", "validate")
 SERVERS = ("gpu-admission", "floor")
+TRAFFIC = ("cold", "realistic")
+CELLS = {"cold": ENDPOINTS, "realistic": ("mixed",)}
+"""The endpoint (request file) of each kind of traffic: ``mixed`` is mutate/validate pairs in order."""
 
 
 @dataclass
@@ -113,7 +125,9 @@ def with_nonce(doc: Any) -> Any:
     the replicas of one template). A counter in every container makes each request's containers new,
     so the server is measured reading them, not remembering them. Both servers get the same bodies.
     ``BENCH_WARM=1`` sends the bodies as they are instead (the memo then answers most reviews, as it
-    does for the replicas of a template): an informative run, not the one the targets are judged on."""
+    does for the replicas of a template): an informative run, not the one the targets are judged on.
+    Every wrk run starts its counter where no earlier run of this process went (:func:`wrk`), so no
+    body is ever sent twice to a server that lives through all the runs."""
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             containers = node.get("containers")
@@ -132,7 +146,9 @@ def with_nonce(doc: Any) -> Any:
     return doc
 
 
-def request_files(work: Path, variants: int) -> dict[str, Path]:
+def request_files(work: Path, variants: int, traffic_seed: int = 17) -> dict[str, Path]:
+    """The request files: ``mutate``, ``validate`` and ``mixed`` (cold: every container new) and
+    ``realistic`` (the controller traffic, its placeholders filled by wrk per pass)."""
     items = corpus.items(variants=variants)
     files: dict[str, Path] = {}
     sets = {"mutate": [i for i in items if i.endpoint == "mutate"],
@@ -143,11 +159,37 @@ def request_files(work: Path, variants: int) -> dict[str, Path]:
         path = work / f"requests-{name}.tsv"
         path.write_text("".join(f"/{i.endpoint}\t{corpus.encode(body(i.review)).decode()}\n" for i in chosen))
         files[name] = path
+    path = work / "requests-realistic.tsv"
+    traffic = corpus.controller_traffic(seed=traffic_seed)
+    path.write_text(realistic_lines(traffic))
+    files["realistic"] = path
+    sources: dict[str, int] = {}
+    for item in traffic:
+        sources[item.source] = sources.get(item.source, 0) + 1
+    path.with_suffix(".sources.json").write_text(json.dumps(sources))
     return files
 
 
+def realistic_lines(traffic: list[corpus.TrafficItem]) -> str:
+    """The controller traffic as wrk's request file: the bodies as generated (``@NONCE@`` appears in
+    none of them: only the unique pods are new, through their ``@PASS@``)."""
+    lines = []
+    for item in traffic:
+        text = item.body.decode()
+        assert NONCE not in text and "\t" not in text and "\n" not in text
+        lines.append(f"/{item.endpoint}\t{text}\n")
+    return "".join(lines)
+
+
+_WRK_RUNS = itertools.count(1)
+NONCES_PER_RUN = 10**9
+PASSES_PER_RUN = 10**4
+
+
 def wrk(server: Running, requests: Path, connections: int, seconds: float, out: Path) -> dict[str, Any]:
-    env = dict(os.environ, BENCH_REQUESTS=str(requests), BENCH_OUT=str(out))
+    run_no = next(_WRK_RUNS)  # each run its own nonces and passes: nothing is sent twice to a server
+    env = dict(os.environ, BENCH_REQUESTS=str(requests), BENCH_OUT=str(out),
+               BENCH_NONCE0=str(run_no * NONCES_PER_RUN), BENCH_PASS0=str(run_no * PASSES_PER_RUN))
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, int(seconds))}s", "--timeout", "5s",
             "-s", str(LUA), server.url]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 120)
@@ -164,7 +206,7 @@ def wrk(server: Running, requests: Path, connections: int, seconds: float, out: 
 
 def run(work: Path | None = None, seconds: float | None = None, rounds: int | None = None,
         memory_requests: int | None = None, connections: tuple[int, ...] = CONNECTIONS,
-        log=print) -> dict[str, Any]:
+        realistic_connections: tuple[int, ...] = REALISTIC_CONNECTIONS, log=print) -> dict[str, Any]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed (make bench installs it with apt-get)")
     seconds = seconds or common.scaled(10, 2)
@@ -176,7 +218,9 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
     files = request_files(work, int(common.scaled(60, 20)))
     servers: dict[str, Running] = {}
     result: dict[str, Any] = {"seconds_per_run": seconds, "rounds": rounds, "wrk_threads": 1,
-                              "workers": 2, "threads": 8, "connections": list(connections), "runs": []}
+                              "workers": 2, "threads": 8, "connections": list(connections),
+                              "realistic_connections": [c for c in connections if c in realistic_connections],
+                              "traffic_mix": traffic_mix(files), "runs": []}
     try:
         for name in SERVERS:
             servers[name] = start(name, certs_dir, work)
@@ -201,14 +245,18 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
         log(f"  RSS after {sent} requests: {memory['gpu-admission']['after_requests_mib']}")
         result["memory"] = memory
         for conns in connections:
-            for endpoint in ENDPOINTS:
-                for r in range(rounds):
-                    for name in SERVERS:  # A B A B ...
-                        m = wrk(servers[name], files[endpoint], conns, seconds, work / "run.json")
-                        m.update(server=name, endpoint=endpoint, connections=conns, round=r)
-                        result["runs"].append(m)
-                        log(f"  c={conns:<2} {endpoint:<8} round {r} {name:<13} {m['rps']:7.0f} req/s "
-                            f"p50 {m['p50_ms']:.2f} ms p99 {m['p99_ms']:.2f} ms errors {m['errors']}")
+            for traffic in TRAFFIC:
+                if traffic == "realistic" and conns not in realistic_connections:
+                    continue
+                for endpoint in CELLS[traffic]:
+                    requests = files["realistic" if traffic == "realistic" else endpoint]
+                    for r in range(rounds):
+                        for name in SERVERS:  # A B A B ...
+                            m = wrk(servers[name], requests, conns, seconds, work / "run.json")
+                            m.update(server=name, traffic=traffic, endpoint=endpoint, connections=conns, round=r)
+                            result["runs"].append(m)
+                            log(f"  c={conns:<2} {traffic:<9} {endpoint:<8} round {r} {name:<13} {m['rps']:7.0f} "
+                                f"req/s p50 {m['p50_ms']:.2f} ms p99 {m['p99_ms']:.2f} ms errors {m['errors']}")
         for name, s in servers.items():
             if s.proc.poll() is not None:
                 raise RuntimeError(f"{name} exited during the benchmark: {s.stderr.read_text()[-3000:]}")
@@ -224,13 +272,34 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
     return result
 
 
+def traffic_mix(files: dict[str, Path]) -> dict[str, Any]:
+    """What each kind of traffic sends: requests per pass through its file, by endpoint and source."""
+    out: dict[str, Any] = {}
+    for traffic, names in (("cold", ENDPOINTS), ("realistic", ("realistic",))):
+        for name in names:
+            lines = files[name].read_text().splitlines()
+            row: dict[str, Any] = {"requests_per_pass": len(lines),
+                                   "by_endpoint": {ep: sum(1 for ln in lines if ln.startswith(f"/{ep}\t"))
+                                                   for ep in ENDPOINTS}}
+            sources = files[name].with_suffix(".sources.json")
+            if sources.exists():
+                row["by_source"] = json.loads(sources.read_text())
+            out[f"{traffic}/{name}" if traffic == "cold" else traffic] = row
+    return out
+
+
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (traffic, connections, endpoint): medians across rounds of each server, and the
+    ratios gpu-admission / floor. Runs without ``traffic`` are cold (older results)."""
     rows = []
-    keys = sorted({(r["connections"], r["endpoint"]) for r in runs}, key=lambda k: (k[0], ENDPOINTS.index(k[1])))
-    for conns, endpoint in keys:
-        row: dict[str, Any] = {"connections": conns, "endpoint": endpoint}
+    order = {ep: n for n, ep in enumerate((*ENDPOINTS, "mixed"))}
+    keys = sorted({(r.get("traffic", "cold"), r["connections"], r["endpoint"]) for r in runs},
+                  key=lambda k: (k[1], TRAFFIC.index(k[0]) if k[0] in TRAFFIC else len(TRAFFIC), order.get(k[2], 99)))
+    for traffic, conns, endpoint in keys:
+        row: dict[str, Any] = {"traffic": traffic, "connections": conns, "endpoint": endpoint}
         for name in SERVERS:
-            rs = [r for r in runs if r["connections"] == conns and r["endpoint"] == endpoint and r["server"] == name]
+            rs = [r for r in runs if r.get("traffic", "cold") == traffic and r["connections"] == conns
+                  and r["endpoint"] == endpoint and r["server"] == name]
             pcts = sorted(rs[0]["percentiles_ms"], key=float) if rs else []
             row[name] = {
                 "runs": len(rs), "rps": common.median(r["rps"] for r in rs),
@@ -249,6 +318,6 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 if __name__ == "__main__":  # pragma: no cover
     res = run()
     for row in res["summary"]:
-        print(row["connections"], row["endpoint"], f"p50x {row['p50_ratio']:.2f} rpsx {row['rps_ratio']:.2f}",
+        print(row["traffic"], row["connections"], row["endpoint"], f"p50x {row['p50_ratio']:.2f} rpsx {row['rps_ratio']:.2f}",
               f"{row['gpu-admission']['rps']:.0f} vs {row['floor']['rps']:.0f} req/s")
     print(json.dumps(res["memory"], indent=1))
