@@ -57,7 +57,7 @@ def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
         return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate, inventory=inventory)
     return VERDICTS.get_or_compute(
         req.obj, settings, inventory, (mode, mutate),
-        lambda: engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory))
+        lambda: engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory).detached())
 
 
 def _subject(req: Request) -> str:

@@ -13,7 +13,9 @@ from typing import Any, Callable, Hashable
 from webhook.core import verdicts
 
 MAX_ENTRIES = 1024
-"""Verdicts kept: a cluster runs a few hundred distinct pod templates; a miss costs one judgement."""
+"""Verdicts kept: a cluster runs a few hundred distinct pod templates; a miss costs one judgement.
+An entry is about 3 KiB (its key and a detached judgement: measured 1.6 MiB for 512 unique pods of
+the benchmark mix), so a full memo adds about 3 MiB to a worker."""
 
 
 class VerdictCache:
