@@ -7,7 +7,7 @@ metrics, parse, response, Flask/werkzeug, gunicorn, TLS, ...).
 Both servers run with ONE worker (so one py-spy follows all of its threads) under the same gunicorn
 configuration as the benchmark; wrk sends the server benchmark's /validate review mix (``cold``: a
 fresh nonce in every container, as ``bench.server_bench``; ``warm``: the same bodies again and
-again). py-spy samples at 2,000 Hz without ``--idle``, so a sample is a thread on the CPU (or
+again; ``realistic``: the server benchmark's controller-shaped traffic). py-spy samples at 2,000 Hz without ``--idle``, so a sample is a thread on the CPU (or
 holding the GIL in C code, e.g. OpenSSL); ``us/request`` of a bucket = its share of the samples x the
 worker's CPU time (from /proc) / requests served. The bucket of a sample is the innermost frame that
 belongs to a known part (project modules first, then libraries), read from the leaf up.
@@ -156,6 +156,10 @@ def start_one_worker(name: str, certs: Path, work: Path) -> server_bench.Running
 
 
 def request_file(work: Path, traffic: str) -> Path:
+    if traffic == "realistic":  # pods as controllers make them, /mutate then /validate (bench.corpus)
+        path = work / "requests-realistic.tsv"
+        path.write_text(server_bench.realistic_lines(corpus.controller_traffic()))
+        return path
     items = [i for i in corpus.items(variants=60) if i.endpoint == "validate"]
     body = server_bench.with_nonce if traffic == "cold" else (lambda review: review)
     path = work / f"requests-{traffic}.tsv"
@@ -194,7 +198,7 @@ def run(seconds: float = 15, traffic: str = "cold", connections: int = 1) -> dic
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.profile_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15)
-    parser.add_argument("--traffic", choices=("cold", "warm"), default="cold")
+    parser.add_argument("--traffic", choices=("cold", "warm", "realistic"), default="cold")
     parser.add_argument("--connections", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     args = parser.parse_args(argv)
