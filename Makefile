@@ -34,6 +34,7 @@ check: $(STAMP)  ## judge the bundled examples offline, as CI would
 	$(BIN)/gpu-admission check examples/
 
 .PHONY: bench
+BENCH_ARGS ?= --baseline bench/results/before-issue17.json
 bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for a smoke run): bench/results/, BENCHMARKS.md
 	command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
 	command -v hyperfine >/dev/null || (apt-get update && apt-get install -y hyperfine) || true
