@@ -100,8 +100,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def profile_one(name: str, certs: Path, work: Path, requests: Path, seconds: float,
-                connections: int) -> dict[str, Any]:
-    server = start_one_worker(name, certs, work)
+                connections: int, source: Path | None = None) -> dict[str, Any]:
+    server = start_one_worker(name, certs, work, source)
     try:
         server_bench.wrk(server, requests, connections, 3, work / "warm.json")  # warm-up
         worker = server.workers()[0]
@@ -128,13 +128,13 @@ def profile_one(name: str, certs: Path, work: Path, requests: Path, seconds: flo
             "buckets_us": {k: v / total * cpu_per_request_us for k, v in samples.most_common()}}
 
 
-def start_one_worker(name: str, certs: Path, work: Path) -> server_bench.Running:
+def start_one_worker(name: str, certs: Path, work: Path, source: Path | None = None) -> server_bench.Running:
     """``server_bench.start`` with one worker, so one py-spy sees every thread that serves."""
     port = common.free_port()
     cert, key = certs / "tls.crt", certs / "tls.key"
     bind = f"127.0.0.1:{port}"
     if name == "gpu-admission":
-        argv = [str(Path(sys.executable).with_name("gpu-admission")), "serve", "--cert", str(cert), "--key",
+        argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(cert), "--key",
                 str(key), "--bind", bind, "--workers", "1", "--inventory", "off"]
     else:
         argv = [sys.executable, "-m", "bench.floor_app", "--cert", str(cert), "--key", str(key), "--bind", bind,
@@ -143,8 +143,10 @@ def start_one_worker(name: str, certs: Path, work: Path) -> server_bench.Running
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env.update(TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
+    if source is not None and name == "gpu-admission":  # another tree's webhook package (a before run)
+        env["PYTHONPATH"] = str(source)
     stderr = run_dir / "stderr.log"
-    proc = subprocess.Popen(argv, cwd=common.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, cwd=source if source is not None and name == "gpu-admission" else common.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=stderr.open("wb"), start_new_session=True)
     server = server_bench.Running(name, proc, port, stderr)
     ok = common.wait_until(lambda: proc.poll() is not None or (server_bench._ready(server, certs / "ca.crt")
@@ -182,14 +184,15 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(seconds: float = 15, traffic: str = "cold", connections: int = 1) -> dict[str, Any]:
+def run(seconds: float = 15, traffic: str = "cold", connections: int = 1,
+        source: Path | None = None) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="gpu-admission-profile-"))
     try:
         certs = server_bench._certs(work)
         requests = request_file(work, traffic)
         out: dict[str, Any] = {"traffic": traffic, "connections": connections, "seconds": seconds}
         for name in ("gpu-admission", "floor"):
-            out[name] = profile_one(name, certs, work, requests, seconds, connections)
+            out[name] = profile_one(name, certs, work, requests, seconds, connections, source)
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -201,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traffic", choices=("cold", "warm", "realistic"), default="cold")
     parser.add_argument("--connections", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="a directory holding another version's webhook/ package to profile instead "
+                             "(e.g. git archive OLD webhook | tar -x -C DIR): before/after tables")
     args = parser.parse_args(argv)
-    result = run(args.seconds, args.traffic, args.connections)
+    result = run(args.seconds, args.traffic, args.connections, args.source)
     print(table(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

@@ -177,7 +177,8 @@ def plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
                 for name, style in (("gpu-admission", "-"), ("floor", "--")):
                     pts = [p for p in row[name]["cdf_ms"] if p[0] > 0]
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
-                            label=f"{name} /{row['endpoint']} (p50 {row[name]['p50_ms']:.2f} ms)")
+                            label=f"{name} {row.get('traffic', 'cold')} /{row['endpoint']} "
+                                  f"(p50 {row[name]['p50_ms']:.2f} ms)")
             ax.set_xscale("log")
             ax.set_xlabel("request latency (ms, log)")
             ax.set_ylabel("fraction of requests")
@@ -239,6 +240,10 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
     add("These machines are shared and noisy (other jobs run beside the benchmark), so every result is set "
         "against a floor measured in the same run, interleaved or alternated with it, and the targets are "
         "ratios; absolute times drift between runs.")
+    merged = meta.get("merged")
+    if merged and merged.get("phases"):
+        add(f"Phases {', '.join(merged['phases'])} are from run {merged['from']} (`bench.run --with`), the others "
+            "from this one; each phase measures its floors and peers side by side within itself.")
     if meta.get("quick"):
         add("")
         add("**BENCH_QUICK=1 smoke run: counts and durations scaled down, numbers not comparable.**")

@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=None, help="an earlier results.json for before/after")
     parser.add_argument("--label", default="", help="suffix of the results directory (e.g. before)")
     parser.add_argument("--no-markdown", action="store_true", help="do not regenerate BENCHMARKS.md")
+    parser.add_argument("--with", dest="with_results", type=Path, default=None, metavar="RESULTS.json",
+                        help="take the phases this run does not run from an earlier results.json (each phase "
+                             "carries its floors and peers, measured side by side inside it; meta.merged says which)")
     parser.add_argument("--render-only", action="store_true",
                         help="only rewrite BENCHMARKS.md from bench/results/latest (with bench/NOTES.md)")
     args = parser.parse_args(argv)
@@ -91,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         log(f"  ({time.monotonic() - p0:.0f} s)")
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     results["meta"]["duration_s"] = time.monotonic() - t0
+    if args.with_results:
+        earlier = json.loads(args.with_results.read_text())
+        taken = [p for p in PHASES if p not in phases and p in earlier]
+        for p in taken:
+            results[p] = earlier[p]
+        results["meta"]["merged"] = {"from": earlier.get("meta", {}).get("stamp"), "phases": taken,
+                                     "duration_s": earlier.get("meta", {}).get("duration_s")}
     results["targets"] = report.targets({k: v for k, v in results.items() if not (isinstance(v, dict) and "error" in v
                                                                                    and k != "e2e")})
     results["pngs"] = report.plots({k: v for k, v in results.items() if not (isinstance(v, dict) and "error" in v)}, out)
