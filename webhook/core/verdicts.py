@@ -94,6 +94,19 @@ def _containers(items: Any) -> Any:
     return out
 
 
+def controller_made(obj: Any) -> bool:
+    """True for a pod a controller made: it names a controller owner, or asks for a generated name
+    (a ReplicaSet's, Job's or JobSet's pods before the apiserver names them). Only these come in
+    copies; a pod written by hand is one of a kind, and keying it would cost a miss every time."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return False
+    if isinstance(meta.get("generateName"), str) and meta["generateName"]:
+        return True
+    owners = meta.get("ownerReferences")
+    return isinstance(owners, list) and any(isinstance(o, Mapping) and o.get("controller") is True for o in owners)
+
+
 def key(obj: Any) -> bytes | None:
     """The object with the per-copy fields replaced by :data:`PLACEHOLDER` (shallow copies: the
     object is never changed), serialized; ``None`` when it is not a mapping or cannot be serialized.

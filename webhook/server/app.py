@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flask import Flask, Response, request
-from flask.testing import FlaskClient
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.core.inventory import Inventory
@@ -73,14 +72,21 @@ def _whole_message(reply: dict[str, Any]) -> dict[str, str]:
     return {"message": message} if isinstance(message, str) and message else {}
 
 
-class _ClosingClient(FlaskClient):
-    """``app.test_client()`` that reads each response whole and closes it, as gunicorn does once it
-    has written a response: the metrics and the decision log line of a review are recorded on close
-    (``Response.call_on_close``), so a test sees them right after its request, as a scrape would."""
+class _App(Flask):
+    """Flask, whose ``test_client()`` reads each response whole and closes it, as gunicorn does once
+    it has written a response: the metrics and the decision log line of a review are recorded on
+    close (``Response.call_on_close``), so a test sees them right after its request, as a scrape
+    would. (werkzeug's test module is imported only by tests, not by every worker.)"""
 
-    def open(self, *args: Any, **kwargs: Any) -> Any:  # noqa: A003 - werkzeug's name
-        kwargs.setdefault("buffered", True)
-        return super().open(*args, **kwargs)
+    def test_client(self, use_cookies: bool = True, **kwargs: Any) -> Any:
+        from flask.testing import FlaskClient
+
+        class ClosingClient(FlaskClient):
+            def open(self, *args: Any, **kw: Any) -> Any:  # noqa: A003 - werkzeug's name
+                kw.setdefault("buffered", True)
+                return super().open(*args, **kw)
+
+        return ClosingClient(self, self.response_class, use_cookies=use_cookies, **kwargs)
 
 
 def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
@@ -104,8 +110,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     if live.last_error:  # started on a fallback policy because the file does not load
         m.config_valid.set(0)
     certs = _CertStatus(cert_file, key_file)
-    app = Flask("gpu_admission")
-    app.test_client_class = _ClosingClient
+    app = _App("gpu_admission")
     # one byte more than allowed: a chunked body has no Content-Length to refuse up front, and werkzeug
     # stops reading it at the limit without an error, so handle() must see that there was more
     app.config["MAX_CONTENT_LENGTH"] = max_body + 1
@@ -163,27 +168,29 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                              extra={"event": "error", "uid": req.uid, "endpoint": endpoint})
             return _json({"error": f"internal error judging uid {req.uid}: {type(exc).__name__}"}, 500)
         elapsed = clock() - started
-        response = _json(outcome.review)
-        # counted and logged once the reply is on the wire (the WSGI server closes the response after
-        # writing it): kube-apiserver is not kept waiting for our bookkeeping
-        response.call_on_close(lambda: record(endpoint, req, outcome, elapsed, waited))
-        return response
-
-    def record(endpoint: str, req: review.Request, outcome: admission.Outcome, elapsed: float,
-               waited: float | None) -> None:
+        # counted before the reply leaves, so a scrape after an answer always includes it
         counted(m.requests, endpoint, outcome.mode, str(outcome.allowed).lower(), str(req.dry_run).lower()).inc()
         counted(m.duration, endpoint).observe(elapsed)
         for code in outcome.codes:
             counted(m.violations, code).inc()
+        response = _json(outcome.review)
         if outcome.judged and log.isEnabledFor(logging.INFO):
-            log.info("decision", extra={"event": "decision", "fields": {
-                "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,
-                "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
-                "allowed": outcome.allowed, "codes": list(outcome.codes), "tier": outcome.tier,
-                "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3),
-                # the whole texts kubectl shows cut to one line each (already redacted in the reply)
-                **_whole_message(outcome.review),
-                **({"queued_ms": round(waited * 1000, 1)} if waited is not None else {})}})
+            # logged once the reply is on the wire (the WSGI server closes the response after writing
+            # it): kube-apiserver is not kept waiting for the log line
+            response.call_on_close(lambda: record(endpoint, req, outcome, elapsed, waited))
+        return response
+
+    def record(endpoint: str, req: review.Request, outcome: admission.Outcome, elapsed: float,
+               waited: float | None) -> None:
+        """The decision log line of a judged review."""
+        log.info("decision", extra={"event": "decision", "fields": {
+            "endpoint": endpoint, "uid": req.uid, "namespace": req.namespace,
+            "name": req.name, "kind": req.kind_name, "operation": req.operation, "mode": outcome.mode,
+            "allowed": outcome.allowed, "codes": list(outcome.codes), "tier": outcome.tier,
+            "dry_run": req.dry_run, "latency_ms": round(elapsed * 1000, 3),
+            # the whole texts kubectl shows cut to one line each (already redacted in the reply)
+            **_whole_message(outcome.review),
+            **({"queued_ms": round(waited * 1000, 1)} if waited is not None else {})}})
 
     @app.post("/mutate")
     def mutate() -> Response:
