@@ -189,6 +189,16 @@ def read_only_served(image: str, served_certs: Path,
 
 def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Path, Path, str]) -> None:
     port, certs, conf, name = read_only_served
+    assert_serves(port, certs)
+    # the root filesystem is read-only for the server's user; /tmp is the writable tmpfs
+    write = podman(conf, "exec", name, "sh", "-c", "touch /usr/local/probe 2>&1; echo rc=$?; "
+                                                   "touch /tmp/probe && echo tmp-ok; id -u")
+    assert "Read-only file system" in write.stdout and "tmp-ok" in write.stdout, write.stdout + write.stderr
+    assert write.stdout.strip().splitlines()[-1] == str(UID)
+
+
+def assert_serves(port: int, certs: Path) -> None:
+    """The served image is ready, denies a 70B TP4 pod pinned to L40S on /validate, and has metrics."""
     status, body = get(port, certs, "/readyz")
     assert status == 200 and json.loads(body)["status"] == "ok"
     review = (ROOT / "examples" / "reviews" / "validate-llama-70b-on-l40s.json").read_bytes()
@@ -197,11 +207,6 @@ def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Pat
     assert status == 200 and answer["allowed"] is False and "tier-mismatch" in answer["status"]["message"]
     status, body = get(port, certs, "/metrics")
     assert status == 200 and b"gpu_admission_requests_total" in body
-    # the root filesystem is read-only for the server's user; /tmp is the writable tmpfs
-    write = podman(conf, "exec", name, "sh", "-c", "touch /usr/local/probe 2>&1; echo rc=$?; "
-                                                   "touch /tmp/probe && echo tmp-ok; id -u")
-    assert "Read-only file system" in write.stdout and "tmp-ok" in write.stdout, write.stdout + write.stderr
-    assert write.stdout.strip().splitlines()[-1] == str(UID)
 
 
 def get(port: int, certs: Path, path: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -214,14 +219,7 @@ def get(port: int, certs: Path, path: str, body: bytes | None = None) -> tuple[i
 
 def test_the_image_serves_as_its_non_root_user(served: tuple[int, Path], container: str) -> None:
     port, certs = served
-    status, body = get(port, certs, "/readyz")
-    assert status == 200 and json.loads(body)["status"] == "ok"
-    review = (ROOT / "examples" / "reviews" / "validate-llama-70b-on-l40s.json").read_bytes()
-    status, body = get(port, certs, "/validate", review)
-    answer = json.loads(body)["response"]
-    assert status == 200 and answer["allowed"] is False and "tier-mismatch" in answer["status"]["message"]
-    status, body = get(port, certs, "/metrics")
-    assert status == 200 and b"gpu_admission_requests_total" in body
+    assert_serves(port, certs)
     assert run_in(container, "id", "-u", user=f"{UID}:{UID}").stdout.strip() == str(UID)
 
 
