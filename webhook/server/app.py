@@ -74,9 +74,9 @@ def _whole_message(reply: dict[str, Any]) -> dict[str, str]:
 
 class _App(Flask):
     """Flask, whose ``test_client()`` reads each response whole and closes it, as gunicorn does once
-    it has written a response: the metrics and the decision log line of a review are recorded on
-    close (``Response.call_on_close``), so a test sees them right after its request, as a scrape
-    would. (werkzeug's test module is imported only by tests, not by every worker.)"""
+    it has written a response: the decision log line of a review is written on close
+    (``Response.call_on_close``), so a test sees it right after its request. (werkzeug's test module
+    is imported only by tests, not by every worker.)"""
 
     def test_client(self, use_cookies: bool = True, **kwargs: Any) -> Any:
         from flask.testing import FlaskClient

@@ -164,6 +164,11 @@ def _clean_op(op: Mapping[str, JSON], clean: Callable[[str], str]) -> Mapping[st
     return op
 
 
+def _as_is(text: str) -> str:
+    """What :func:`respond` applies to its texts when none of them holds anything to redact."""
+    return text
+
+
 def _annotation_texts(op: Mapping[str, JSON]) -> str:
     """The annotation texts a patch op writes (what :func:`_clean_op` would redact), joined."""
     texts: list[str] = []
@@ -195,7 +200,7 @@ def respond(
     leaving = [message or "", *warnings, *(v for v in notes.values() if isinstance(v, str)),
                *(_annotation_texts(op) for op in patch)]
 
-    clean: Callable[[str], str] = (lambda text: redact(text, secrets)) if could_quote(leaving, secrets) else str
+    clean: Callable[[str], str] = (lambda text: redact(text, secrets)) if could_quote(leaving, secrets) else _as_is
 
     if not allowed:
         response["status"] = {"code": code, "message": clean(message or "denied by gpu-admission"),
@@ -204,7 +209,7 @@ def respond(
         response["patchType"] = "JSONPatch"
         # the annotations a patch writes (the pinned note names the model) are stored on the pod: a
         # model "name" that is a token, or a secret env value expanded into it, must not be copied there
-        if clean is not str:
+        if clean is not _as_is:
             patch = [_clean_op(op, clean) for op in patch]
         raw = json.dumps(list(patch), separators=(",", ":"), sort_keys=False).encode()
         response["patch"] = base64.b64encode(raw).decode("ascii")
