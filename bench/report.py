@@ -378,6 +378,26 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
         add(f"| `check` on {m['objects']:,} generated objects ({m['runs']} runs) | {m['median_s']:.2f} s | "
             f"{m['objects_per_s']:,.0f} | reading the same YAML with PyYAML's C loader {m['yaml_read_median_s']:.2f} s |")
         add("")
+        peers = check.get("peers") or {}
+        if peers:
+            add("The offline peers, same run, same inputs (each checked to have judged every object as "
+                "expected; peak RSS from `/usr/bin/time`):")
+            add("")
+            add("| tool | mode | one file (median) | 10,000 objects (median) | objects/s | peak RSS (10,000) | runs |")
+            add("|---|---|---|---|---|---|---|")
+            add(f"| gpu-admission check | mutate+validate | {o['median_s'] * 1000:.0f} ms "
+                f"({_f((o.get('bytecode_cached_median_s') or math.nan) * 1000, '.0f')} ms with bytecode cached) | "
+                f"{m['median_s']:.2f} s | {m['objects_per_s']:,.0f} | {_f(m.get('peak_rss_mib'), '.0f')} MiB | {m['runs']} |")
+            for name in ("kyverno", "gator"):
+                p = peers.get(name) or {}
+                if p.get("error"):
+                    add(f"| {name} {p.get('version', '')} | {p.get('mode', '')} | not measured: {p['error'][:120]} | | | | |")
+                    continue
+                po, pm = p.get("one_file") or {}, p.get("many") or {}
+                add(f"| {name} {p.get('version', '')} | {p.get('mode', '')} | {_f((po.get('median_s') or math.nan) * 1000, '.0f')} ms | "
+                    f"{_f(pm.get('median_s'))} s | {_f(pm.get('objects_per_s'), ',.0f')} | {_f(pm.get('peak_rss_mib'), '.0f')} MiB | "
+                    f"{pm.get('runs', '-')} |")
+            add("")
     e2e = results.get("e2e")
     if e2e:
         add("## 5. End to end: pod creation through kube-apiserver")
