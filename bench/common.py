@@ -55,10 +55,29 @@ def cdf_points(values: Sequence[float], points: int = 200) -> list[tuple[float, 
     return out
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(avoid: frozenset[int] = frozenset()) -> int:
+    """A free loopback port the kernel hands out, never one of ``avoid`` (ports other servers use)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
+
+
+def https_ready(port: int, ca: Path, path: str = "/readyz") -> bool:
+    """True when ``GET https://127.0.0.1:<port><path>`` (verified against ``ca``) answers 200."""
+    import http.client
+    import ssl
+
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=2, context=ssl.create_default_context(cafile=str(ca)))
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
 
 
 def version_of(dist: str) -> str:

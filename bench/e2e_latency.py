@@ -139,22 +139,9 @@ def running_floor(docs: list[dict[str, Any]], certs_dir: Path, workdir: Path):
     proc = subprocess.Popen(argv, cwd=common.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log.open("wb"), start_new_session=True)
 
-    def ready() -> bool:
-        import http.client
-        import ssl
-
-        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=2,
-                                           context=ssl.create_default_context(cafile=str(certs_dir / "ca.crt")))
-        try:
-            conn.request("GET", "/readyz")
-            return conn.getresponse().status == 200
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            conn.close()
-
     try:
-        if not common.wait_until(lambda: proc.poll() is not None or ready(), 60, 0.2) or proc.poll() is not None:
+        if not common.wait_until(lambda: proc.poll() is not None or common.https_ready(port, certs_dir / "ca.crt"),
+                                 60, 0.2) or proc.poll() is not None:
             raise RuntimeError(f"the floor app did not start:\n{log.read_text(errors='replace')[-3000:]}")
         yield port
     finally:

@@ -101,7 +101,8 @@ def cpu_seconds(pid: int) -> float:
 
 def profile_one(name: str, certs: Path, work: Path, requests: Path, seconds: float,
                 connections: int, source: Path | None = None) -> dict[str, Any]:
-    server = start_one_worker(name, certs, work, source)
+    # one worker, so one py-spy sees every thread that serves
+    server = server_bench.start(name, certs, work, workers=1, source=source)
     try:
         server_bench.wrk(server, requests, connections, 3, work / "warm.json")  # warm-up
         worker = server.workers()[0]
@@ -126,35 +127,6 @@ def profile_one(name: str, certs: Path, work: Path, requests: Path, seconds: flo
     return {"requests": load["requests"], "rps": load["rps"], "p50_ms": load["p50_ms"],
             "cpu_us_per_request": cpu_per_request_us, "samples": total,
             "buckets_us": {k: v / total * cpu_per_request_us for k, v in samples.most_common()}}
-
-
-def start_one_worker(name: str, certs: Path, work: Path, source: Path | None = None) -> server_bench.Running:
-    """``server_bench.start`` with one worker, so one py-spy sees every thread that serves."""
-    port = common.free_port()
-    cert, key = certs / "tls.crt", certs / "tls.key"
-    bind = f"127.0.0.1:{port}"
-    if name == "gpu-admission":
-        argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(cert), "--key",
-                str(key), "--bind", bind, "--workers", "1", "--inventory", "off"]
-    else:
-        argv = [sys.executable, "-m", "bench.floor_app", "--cert", str(cert), "--key", str(key), "--bind", bind,
-                "--workers", "1"]
-    run_dir = work / name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env.update(TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
-    if source is not None and name == "gpu-admission":  # another tree's webhook package (a before run)
-        env["PYTHONPATH"] = str(source)
-    stderr = run_dir / "stderr.log"
-    proc = subprocess.Popen(argv, cwd=source if source is not None and name == "gpu-admission" else common.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr.open("wb"), start_new_session=True)
-    server = server_bench.Running(name, proc, port, stderr)
-    ok = common.wait_until(lambda: proc.poll() is not None or (server_bench._ready(server, certs / "ca.crt")
-                                                               and len(server.workers()) >= 1), 60, 0.2)
-    if not ok or proc.poll() is not None:
-        common.stop_process(proc)
-        raise RuntimeError(f"{name} did not start:\n{stderr.read_text()[-3000:]}")
-    return server
 
 
 def request_file(work: Path, traffic: str) -> Path:

@@ -16,12 +16,10 @@ after warm-up and after 100k more requests.
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -75,38 +73,36 @@ def _certs(work: Path) -> Path:
     return out
 
 
-def _ready(server: Running, ca: Path) -> bool:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=2)
-    try:
-        conn.request("GET", "/readyz")
-        return conn.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
-
-
-def start(name: str, certs_dir: Path, work: Path) -> Running:
+def start(name: str, certs_dir: Path, work: Path, *, workers: int = 2, source: Path | None = None) -> Running:
+    """``name`` (gpu-admission or the floor app) on a free loopback port with ``workers`` workers,
+    once it is ready; ``source``: a directory holding another version's ``webhook`` package to run
+    as gpu-admission instead of this tree's (``bench.profile_server --source``)."""
     port = common.free_port()
     cert, key = certs_dir / "tls.crt", certs_dir / "tls.key"
     bind = f"127.0.0.1:{port}"
     if name == "gpu-admission":
         exe = Path(sys.executable).with_name("gpu-admission")
-        argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "webhook"]
+        argv = [str(exe)] if exe.exists() and source is None else [sys.executable, "-m", "webhook"]
         argv += ["serve", "--cert", str(cert), "--key", str(key), "--bind", bind]
+        if workers != 2:
+            argv += ["--workers", str(workers)]
     else:
         argv = [sys.executable, "-m", "bench.floor_app", "--cert", str(cert), "--key", str(key), "--bind", bind]
+        if workers != 2:
+            argv += ["--workers", str(workers)]
     run_dir = work / name
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env.update(TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
+    other_tree = source is not None and name == "gpu-admission"
+    if other_tree:
+        env["PYTHONPATH"] = str(source)
     stderr = run_dir / "stderr.log"
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr.open("wb"), start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=source if other_tree else ROOT, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=stderr.open("wb"), start_new_session=True)
     server = Running(name, proc, port, stderr)
-    ok = common.wait_until(lambda: proc.poll() is not None or (_ready(server, certs_dir / "ca.crt")
-                                                               and len(server.workers()) >= 2), 60, 0.2)
+    ok = common.wait_until(lambda: proc.poll() is not None or (common.https_ready(port, certs_dir / "ca.crt")
+                                                               and len(server.workers()) >= workers), 60, 0.2)
     if not ok or proc.poll() is not None:
         common.stop_process(proc)
         raise RuntimeError(f"{name} did not start:\n{stderr.read_text()[-3000:]}")

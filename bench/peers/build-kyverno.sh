@@ -20,6 +20,7 @@
 # Environment: KYVERNO_VERSION (default v1.19.1 when the module proxy serves it, else the newest it
 #              serves), GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 MODULE=github.com/kyverno/kyverno
 CACHE=${GPU_ADMISSION_CACHE:-$HOME/.cache/gpu-admission}
@@ -59,15 +60,7 @@ python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"Version"
 
 # every replace directive of kyverno's go.mod, repeated here (module-path replacements only: a local
 # directory replacement could not be resolved outside kyverno's own repository)
-mapfile -t replaces < <(go mod edit -json "$gomod" | python3 -c '
-import json, sys
-for r in json.load(sys.stdin).get("Replace") or []:
-    old, new = r["Old"], r["New"]
-    if not new.get("Version"):
-        sys.exit("local replace directive " + old["Path"] + " => " + new["Path"] + " cannot be repeated")
-    left = old["Path"] + ("@" + old["Version"] if old.get("Version") else "")
-    print("-replace=" + left + "=" + new["Path"] + "@" + new["Version"])
-')
+mapfile -t replaces < <(python3 "$HERE/go_replaces.py" "$gomod")
 log "kyverno $VERSION: ${#replaces[@]} replace directive(s) repeated: ${replaces[*]:-none}"
 [ ${#replaces[@]} -eq 0 ] || go mod edit "${replaces[@]}"
 go get "$MODULE/cmd/kyverno@$VERSION" >&2

@@ -26,6 +26,7 @@
 #              github.com/open-policy-agent/gatekeeper/v3 that `go list -m -versions` shows),
 #              GPU_ADMISSION_CACHE (default ~/.cache/gpu-admission).
 set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 CACHE=${GPU_ADMISSION_CACHE:-$HOME/.cache/gpu-admission}
 KYVERNO_MODULE=github.com/kyverno/kyverno
@@ -75,15 +76,7 @@ build_tool() {
   # every replace directive of the tool's go.mod, repeated (module-path replacements only: a local
   # directory replacement cannot be resolved outside the tool's own repository)
   local replaces=()
-  if ! go mod edit -json "$gomod" | python3 -c '
-import json, sys
-for r in json.load(sys.stdin).get("Replace") or []:
-    old, new = r["Old"], r["New"]
-    if not new.get("Version"):
-        sys.exit("local replace directive " + old["Path"] + " => " + new["Path"] + " cannot be repeated")
-    left = old["Path"] + ("@" + old["Version"] if old.get("Version") else "")
-    print("-replace=" + left + "=" + new["Path"] + "@" + new["Version"])
-' > "$dir/replaces.txt" 2>"$dir/replace.log"; then
+  if ! python3 "$HERE/go_replaces.py" "$gomod" > "$dir/replaces.txt" 2>"$dir/replace.log"; then
     echo "reading the replace directives of $module@$version: $(tr '\n' ' ' < "$dir/replace.log")" > "$dir/error.txt"
     return 1
   fi

@@ -39,6 +39,8 @@ from typing import Any, Iterator
 
 import yaml
 
+from bench import common
+
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build-kyverno.sh"
 POLICY = HERE / "kyverno-policy.yaml"
@@ -174,14 +176,7 @@ RESERVED_PORTS = frozenset({8443, 9443, 18443, 28443, 38443, 8000, 8080})
 
 
 def free_port() -> int:
-    import socket
-
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in RESERVED_PORTS:
-            return port
+    return common.free_port(avoid=RESERVED_PORTS)
 
 
 @contextmanager
