@@ -52,7 +52,8 @@ image:  ## build the container image with buildah (gpu-admission:test; a deboots
 cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
 	$(BIN)/python tests/e2e/cluster.py
 
-test: $(STAMP)  ## run the whole test suite
+test: $(STAMP)  ## run the whole test suite (installs wrk from Debian's packages when missing: a bench smoke test drives it)
+	command -v wrk >/dev/null || (apt-get install -y -q wrk || (apt-get update -q && apt-get install -y -q wrk))
 	$(BIN)/python -m pytest
 
 clean:  ## remove the virtualenv and caches

@@ -23,12 +23,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 import yaml
 
+from webhook.core import bundled
 from webhook.core.domain import GpuProduct, LabelOption, ParsedLabel
 
 GFD = "gfd"
@@ -314,7 +314,7 @@ def default_catalog() -> Catalog:
 
 @functools.cache
 def _bundled_catalog() -> Catalog:
-    text = resources.files("webhook.core").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
+    text = bundled.text("gpus.yaml")
     # the C parser when PyYAML has it: same document, a fraction of the start-up time
     return _build(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506
 

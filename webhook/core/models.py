@@ -22,11 +22,11 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import yaml
 
+from . import bundled
 from .domain import ModelInfo
 
 MAX_NAME_CHARS = 512
@@ -367,9 +367,8 @@ class _Entry:
 @functools.cache
 def _catalog() -> tuple[_Entry, ...]:
     """The catalog, read and validated once; a malformed row fails loudly with its id."""
-    source = resources.files(__package__) / "data" / "models.yaml"
     # the C parser when PyYAML has it: same document, a fraction of the start-up time
-    document = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    document = yaml.load(bundled.text("models.yaml"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     rows = document.get("models") if isinstance(document, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError("data/models.yaml: expected a non-empty 'models' list")

@@ -12,12 +12,12 @@ import copy
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
+from webhook.core import bundled
 from webhook.core.hardware import Catalog, load_catalog
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ SCHEMA: Mapping[str, Any] = {
 
 @functools.cache
 def _embedded_text() -> str:
-    return resources.files("webhook.core").joinpath("data/policy.yaml").read_text(encoding="utf-8")
+    return bundled.text("policy.yaml")
 
 
 def _load_bundled(text: str) -> Any:
@@ -179,7 +179,7 @@ def _load_bundled(text: str) -> Any:
 
 @functools.cache
 def _catalog_data() -> Mapping[str, Any]:
-    return _load_bundled(resources.files("webhook.core").joinpath("data/gpus.yaml").read_text(encoding="utf-8"))
+    return _load_bundled(bundled.text("gpus.yaml"))
 
 
 @functools.cache

@@ -25,13 +25,18 @@ from typing import Any
 _PUBLIC: dict[str, tuple[str, str | None]] = {
     "run": ("webhook.server.gunicorn.application", "run"),
     "ServeOptions": ("webhook.server.gunicorn.application", "ServeOptions"),
-    "DEFAULT_MAX_QUEUE_AGE": ("webhook.server.gunicorn.overload", "DEFAULT_MAX_QUEUE_AGE"),
     "list_nodes": ("webhook.server.node_watch", "list_nodes"),
     "load_client": ("webhook.server.node_watch", "load_client"),
     "keypair": ("webhook.server.keypair", None),
 }
 
-__all__ = sorted(_PUBLIC)
+DEFAULT_MAX_QUEUE_AGE = 1.0
+"""Seconds a review may wait for a worker thread before it is refused with 503
+(``webhook.server.gunicorn.overload``); kube-apiserver's timeoutSeconds for this webhook is 3.
+Defined here, not in ``overload``, so that building the command line (``serve --max-queue-age``)
+does not import the socket machinery every ``gpu-admission check`` would then pay for."""
+
+__all__ = sorted([*_PUBLIC, "DEFAULT_MAX_QUEUE_AGE"])
 
 
 def __getattr__(name: str) -> Any:

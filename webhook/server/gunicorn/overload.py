@@ -37,10 +37,10 @@ import threading
 import time
 from typing import Any, Callable
 
+from webhook.server import DEFAULT_MAX_QUEUE_AGE  # noqa: F401 - re-exported; defined where `check` reads it cheaply
+
 QUEUED_AT = "gpu_admission.queued_at"
 """WSGI environ key: ``time.monotonic()`` minus the time the request waited for a thread."""
-DEFAULT_MAX_QUEUE_AGE = 1.0
-"""Seconds; kube-apiserver's timeoutSeconds for this webhook is 3 (see the module docstring)."""
 
 _current = threading.local()
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
