@@ -8,7 +8,7 @@ and makes sure no env value (secrets above all) leaves the pod in the finished s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-import json
+import marshal
 from dataclasses import replace
 from typing import Any
 
@@ -20,21 +20,26 @@ from webhook.core.launchers.nim import NIM_IMAGE_RE, parse_nim
 from webhook.core.launchers.programs import ENTRYPOINT_RE
 from webhook.core.launchers.spec import MAX_MESSAGES, Spec
 from webhook.core.shell import Invocation, invocations
+from webhook.core.verdicts import MARSHAL_VERSION
 
 
 READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle")
 """Every container field the parse reads (``context``, ``invocations``, the image fallback): the
 memo key of :func:`parse_container`. A field read below must be listed here."""
 
-_MEMO: dict[str, LaunchSpec | None] = {}
+_MEMO: dict[bytes, LaunchSpec | None] = {}
 _MEMO_MAX = 2048
 _MEMO_KEY_MAX = 64 * 1024
 
 
-def _memo_key(container: Mapping[str, Any]) -> str | None:
+def _memo_key(container: Mapping[str, Any]) -> bytes | None:
+    """The fields :func:`parse_launch` reads, serialized with :mod:`marshal` (version 2, as
+    :func:`webhook.core.verdicts.key` and for the same reasons: a type tag with every value, so equal
+    bytes are equal values; no back-references, so equal values serialize alike). About a third of
+    the cost of the ``json.dumps`` it replaces, which was 5% of the engine on ``check``'s stream."""
     try:
-        key = json.dumps([container.get(k) for k in READ_FIELDS], separators=(",", ":"), allow_nan=True)
-    except (TypeError, ValueError, RecursionError):  # not JSON data (YAML dates, deep nesting): no memo
+        key = marshal.dumps([container.get(k) for k in READ_FIELDS], MARSHAL_VERSION)
+    except (TypeError, ValueError, RecursionError):  # not plain data (YAML dates, deep nesting): no memo
         return None
     return key if len(key) <= _MEMO_KEY_MAX else None
 
