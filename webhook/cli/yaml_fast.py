@@ -54,33 +54,20 @@ def _from_events(text: str) -> list[Any]:
         loader.dispose()
 
 
-def _memo_resolve(loader: Any) -> Any:
-    """``loader.resolve`` remembered by (value, implicit) for one stream.
-
-    Manifests repeat their scalars (every key: ``name``, ``image``, ``resources``; values such as
-    ``nvidia.com/gpu`` or ``"1"``), and the resolver runs a list of regular expressions on each one:
-    a sixth of the YAML time of a large ``check`` (py-spy), and the memo takes ~20% off loading the
-    benchmark's stream. The answer depends on nothing else while the loader has no *path* resolvers
-    (they look at where a node sits; PyYAML's safe loaders have none): with any, every scalar is
-    asked again."""
-    resolve = loader.resolve
-    if getattr(loader, "yaml_path_resolvers", None):
-        return resolve
-    seen: dict[tuple[str, Any], str] = {}
-
-    def remembered(kind: Any, value: str, implicit: Any) -> str:
-        key = (value, implicit)
-        tag = seen.get(key)
-        if tag is None:
-            tag = seen[key] = resolve(kind, value, implicit)
-        return tag
-
-    return remembered
-
-
 def _build(loader: Any) -> list[Any]:
-    construct, get_event = loader.construct_object, loader.get_event
-    resolve = _memo_resolve(loader)
+    """The documents of the loader's stream, from its events.
+
+    Scalars are remembered for the stream: manifests repeat them (every key: ``name``, ``image``,
+    ``resources``; values such as ``nvidia.com/gpu``, ``"1"`` or ``true``), and for each one the
+    resolver runs its list of regular expressions and PyYAML's constructor builds numbers and
+    booleans: about a sixth of the YAML time of a large ``check`` (py-spy), which the memos take
+    off. The tag of a plain scalar depends on nothing but its text and implicit flags while the loader
+    has no *path* resolvers (they look at where a node sits; PyYAML's safe loaders have none: with
+    any, the resolver is asked every time), and every scalar SafeConstructor builds is immutable
+    (str, int, float, bool, None, bytes, date, datetime), so one object can stand for every copy."""
+    construct, get_event, resolve = loader.construct_object, loader.get_event, loader.resolve
+    tags: dict[tuple[str, Any], str] | None = None if getattr(loader, "yaml_path_resolvers", None) else {}
+    built: dict[tuple[str, str], Any] = {}  # (tag, text) -> the scalar PyYAML's constructor made
     docs: list[Any] = []
     stack: list[Any] = []  # open mappings and sequences
     keys: list[Any] = []  # per open mapping: the key waiting for its value, or _NO_KEY
@@ -91,12 +78,22 @@ def _build(loader: Any) -> list[Any]:
         ev = get_event()
         cls = ev.__class__
         if cls is ScalarEvent:
-            # as PyYAML's composer: no tag or the non-specific "!" -> the resolver decides
-            tag = resolve(ScalarNode, ev.value, ev.implicit) if ev.tag is None or ev.tag == "!" else ev.tag
-            if tag == _STR:
-                value: Any = ev.value
-            else:  # numbers, booleans, null, timestamps, explicit scalar tags: PyYAML's own constructor
-                value = construct(ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style), deep=True)
+            value: Any = ev.value
+            tag = ev.tag
+            if tag is None or tag == "!":  # as PyYAML's composer: the resolver decides
+                if tags is None:
+                    tag = resolve(ScalarNode, value, ev.implicit)
+                else:
+                    seen = (value, ev.implicit)
+                    tag = tags.get(seen)
+                    if tag is None:
+                        tag = tags[seen] = resolve(ScalarNode, value, ev.implicit)
+            if tag != _STR:  # numbers, booleans, null, timestamps, explicit scalar tags: PyYAML's own constructor
+                made = built.get((tag, value), _NO_KEY)
+                if made is _NO_KEY:
+                    made = built[(tag, value)] = construct(
+                        ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style), deep=True)
+                value = made
             if ev.anchor is not None:
                 anchors[ev.anchor] = value
         elif cls is AliasEvent:
