@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from bench import corpus
 from webhook.cli import check_pool, main as cli, report, sources
@@ -54,7 +56,35 @@ SPLITS = [
     ("document-end", "a: 1\n...\n---\nb: 2\n", None),
     ("content-after-marker", "--- |\n  x\n---\nb: 2\n", None),
     ("flow-after-marker", "--- {a: 1}\n", None),
+    ("marker-at-end-of-text", "a: 1\n---", ["a: 1\n", "---"]),
+    ("document-end-at-end-of-text", "a: 1\n...", None),
+    ("directive-after-a-document", "a: 1\n%TAG ! x\n", None),
+    ("crlf-marker-is-content", "a: 1\r\n---\r\nb: 2\r\n", ["a: 1\r\n---\r\nb: 2\r\n"]),
 ]
+
+_LINE_MARKER = re.compile(r"^---[ \t]*(?:#[^\n]*)?$", re.M)
+_LINE_UNSPLITTABLE = re.compile(r"^(?:%|\.\.\.(?:[ \t]|$)|---[ \t]+[^\s#])", re.M)
+
+
+def _split_by_lines(text: str) -> list[str] | None:
+    """The rule as first written, with multi-line anchors: the reference the faster one must equal."""
+    if _LINE_UNSPLITTABLE.search(text):
+        return None
+    starts = [m.start() for m in _LINE_MARKER.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+
+_FRAGMENTS = st.sampled_from(["---", "--- ", "--- # c", "---\t", "--- x", "--- |", "...", "... ", "%YAML 1.1",
+                              "----", " ---", "a: 1", "b: |", "  ---", "# c", "", "\r", "- x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_FRAGMENTS, st.sampled_from(["\n", "\r\n", ""])), max_size=12))
+def test_split_documents_equals_the_line_anchored_rule(lines: list[tuple[str, str]]) -> None:
+    text = "".join(fragment + end for fragment, end in lines)
+    assert check_pool.split_documents(text) == _split_by_lines(text)
 
 
 @pytest.mark.parametrize(("text", "pieces"), [s[1:] for s in SPLITS], ids=[s[0] for s in SPLITS])

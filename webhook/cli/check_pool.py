@@ -37,8 +37,11 @@ MAX_JOBS = 8
 GROUPS_PER_JOB = 4
 """Groups per worker: enough to even out documents of unequal cost, few enough to keep each cheap."""
 
-_MARKER = re.compile(r"^---[ \t]*(?:#[^\n]*)?$", re.M)
-_UNSPLITTABLE = re.compile(r"^(?:%|\.\.\.(?:[ \t]|$)|---[ \t]+[^\s#])", re.M)
+# Both are searched in "\n" + text, and begin with that newline instead of a multi-line "^": a
+# pattern that starts with a literal is searched for by the literal (about 6x faster on a 16 MB
+# stream: 80 -> 12 ms each, a serial step of every large `check`)
+_MARKER = re.compile(r"\n---[ \t]*(?:#[^\n]*)?(?=\n|\Z)")
+_UNSPLITTABLE = re.compile(r"\n(?:%|\.\.\.(?:[ \t]|\n|\Z)|---[ \t]+[^\s#])")
 
 Judge = Callable[[Sequence[sources.Document]], list[Row]]
 """Documents -> rows (``cli._rows`` with the run's settings, mode and inventory bound)."""
@@ -56,9 +59,10 @@ def default_jobs() -> int:
 def split_documents(text: str) -> list[str] | None:
     """``text`` cut before each ``---`` line into pieces that PyYAML reads as the same documents, or
     ``None`` when the stream must not be split (see the module docstring)."""
-    if _UNSPLITTABLE.search(text):
+    lines = "\n" + text  # a match at i in ``lines`` is the line that starts at i in ``text``
+    if _UNSPLITTABLE.search(lines):
         return None
-    starts = [m.start() for m in _MARKER.finditer(text)]
+    starts = [m.start() for m in _MARKER.finditer(lines)]
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]

@@ -61,10 +61,10 @@ def _build(loader: Any) -> list[Any]:
     ``resources``; values such as ``nvidia.com/gpu``, ``"1"`` or ``true``), and for each one the
     resolver runs its list of regular expressions and PyYAML's constructor builds numbers and
     booleans: about a sixth of the YAML time of a large ``check`` (py-spy), which the memos take
-    off. The tag of a plain scalar depends on nothing but its text and implicit flags while the loader
-    has no *path* resolvers (they look at where a node sits; PyYAML's safe loaders have none: with
-    any, the resolver is asked every time), and every scalar SafeConstructor builds is immutable
-    (str, int, float, bool, None, bytes, date, datetime), so one object can stand for every copy."""
+    off. The tag of a plain scalar depends on nothing but its text and implicit flags when the loader
+    has no *path* resolvers (they look at where a node sits; :data:`LOADER` has none, and a loader
+    that has some is asked every time), and every scalar SafeConstructor builds is immutable (int,
+    float, bool, None, bytes, date, datetime), so one object can stand for every copy."""
     construct, get_event, resolve = loader.construct_object, loader.get_event, loader.resolve
     tags: dict[tuple[str, Any], str] | None = None if getattr(loader, "yaml_path_resolvers", None) else {}
     built: dict[tuple[str, str], Any] = {}  # (tag, text) -> the scalar PyYAML's constructor made
