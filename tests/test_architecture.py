@@ -74,20 +74,15 @@ def _file_access(module: Module) -> list[int]:
     :data:`BUNDLED_READER`."""
     if module.name == BUNDLED_READER:
         return []
-    tree = ast.parse(module.source)
-    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] + [tree]
-    bad: list[int] = []
-    seen: set[int] = set()
-    for scope in scopes:
-        for node in ast.walk(scope):
-            if not isinstance(node, ast.Call) or id(node) in seen:
-                continue
-            seen.add(id(node))
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in FILE_CALLS:
-                bad.append(node.lineno)
-    return sorted(set(bad))
+    bad: set[int] = set()
+    for node in ast.walk(ast.parse(module.source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in FILE_CALLS:
+            bad.add(node.lineno)
+    return sorted(bad)
 
 
 def _top(name: str) -> str:

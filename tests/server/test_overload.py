@@ -23,7 +23,8 @@ from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
 )
 from webhook.core import settings as settings_mod
 from webhook.server.app import create_app
-from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
+from webhook.server import DEFAULT_MAX_QUEUE_AGE
+from webhook.server.gunicorn.overload import QUEUED_AT
 
 TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
 

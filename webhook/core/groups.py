@@ -125,9 +125,9 @@ def group_value(member: Membership, pinned: frozenset[str] | None) -> str:
     """The :data:`GPU_GROUP` label value of a group: readable (the group's name, cut) and unique (a
     hash of the identity). Members whose user pinned them to different products (a pin is never
     contradicted) get different values, so each pinned set is kept homogeneous on its own."""
-    digest_of = member.identity + ("" if pinned is None else "|" + ",".join(sorted(pinned)))
     import hashlib  # here, not at the top: loading OpenSSL is ~3 ms of every `check` start, and most runs have no group
 
+    digest_of = member.identity + ("" if pinned is None else "|" + ",".join(sorted(pinned)))
     digest = hashlib.sha256(digest_of.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     readable = _LABEL_VALUE_BAD.sub("-", member.name)[:48].strip("-_.")
     return f"{readable}-{digest}" if readable else digest

@@ -22,7 +22,8 @@ from webhook.core.redaction import redact
 from webhook.core.settings import MODES, Settings, default as default_settings
 from webhook.server import admission, extender, review
 from webhook.server.filewatch import stat_signature
-from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE, QUEUED_AT
+from webhook.server import DEFAULT_MAX_QUEUE_AGE
+from webhook.server.gunicorn.overload import QUEUED_AT
 from webhook.server.keypair import certificate_expiry, pair_problem
 from webhook.server.live_settings import LiveSettings
 from webhook.server.metrics import Metrics

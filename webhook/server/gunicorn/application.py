@@ -32,7 +32,7 @@ from webhook.core import settings as settings_mod
 from webhook.core.settings import Settings, SettingsError
 from webhook.server import logs
 from webhook.server.gunicorn import balance, overload
-from webhook.server.gunicorn.overload import DEFAULT_MAX_QUEUE_AGE
+from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.tls import RotatingContext
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

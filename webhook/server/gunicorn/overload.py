@@ -37,8 +37,6 @@ import threading
 import time
 from typing import Any, Callable
 
-from webhook.server import DEFAULT_MAX_QUEUE_AGE  # noqa: F401 - re-exported; defined where `check` reads it cheaply
-
 QUEUED_AT = "gpu_admission.queued_at"
 """WSGI environ key: ``time.monotonic()`` minus the time the request waited for a thread."""
 
