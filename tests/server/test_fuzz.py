@@ -10,6 +10,7 @@ A failure names the seed and prints the request that broke the contract.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import time
@@ -245,9 +246,18 @@ def test_deeply_nested_object_is_judged_not_crashed(depth: int) -> None:
 
 
 def _cpu(fn: Any) -> float:
-    started = time.process_time()
-    fn()
-    return time.process_time() - started
+    """CPU seconds of ``fn()``, its own: the objects earlier tests left in this long pytest process
+    are frozen out of the garbage collector's walks while it runs (a server worker's heap holds none
+    of them). Without this, a full-suite run once measured 1.64 s for a request that takes 0.65 s
+    alone: the collections its 4 MiB body triggers walked the whole suite's heap."""
+    gc.collect()
+    gc.freeze()
+    try:
+        started = time.process_time()
+        fn()
+        return time.process_time() - started
+    finally:
+        gc.unfreeze()
 
 
 def test_many_containers_are_cut_with_a_warning_and_stay_fast() -> None:
