@@ -123,24 +123,34 @@ def stamped(owner: dict[str, Any], template: dict[str, Any], rng: random.Random)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def _request(pod: dict[str, Any]) -> review.Request:
+def _request(pod: dict[str, Any], uid: str = "u-1") -> review.Request:
     body = json.dumps({"apiVersion": review.API_VERSION, "kind": review.KIND, "request": {
-        "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
         "namespace": pod["metadata"]["namespace"], "name": pod["metadata"].get("name"), "object": pod}}).encode()
     return review.parse(body, "application/json")
 
 
-def _replies(pod: dict[str, Any], cache: VerdictCache | None) -> tuple[Any, Any]:
-    """(/mutate reply, /validate reply) for ``pod``, with ``cache`` as the server's memo (None: fresh)."""
+def _replies(pod: dict[str, Any], cache: VerdictCache | None, uid: str = "u-1") -> tuple[Any, Any]:
+    """(/mutate reply, /validate reply) for ``pod``, with ``cache`` as the server's memo (None: fresh),
+    each as the server sends it: a reply kept for an earlier copy comes encoded (``Outcome.wire``),
+    and those bytes must be what encoding the reply gives."""
     saved = admission.VERDICTS
     admission.VERDICTS = cache if cache is not None else VerdictCache(max_entries=0)
     try:
-        req = _request(pod)
-        mutated = admission.mutate(req, SETTINGS).review
-        validated = admission.validate(req, SETTINGS, mode="enforce").review
-        return mutated, validated
+        req = _request(pod, uid)
+        outcomes = (admission.mutate(req, SETTINGS), admission.validate(req, SETTINGS, mode="enforce"))
+        for outcome in outcomes:
+            assert outcome.wire is None or outcome.wire == review.encode(outcome.review)
+            if cache is None:
+                assert outcome.wire is None  # nothing kept, nothing reused
+        REUSED.extend(outcome for outcome in outcomes if outcome.wire is not None)
+        return outcomes[0].review, outcomes[1].review
     finally:
         admission.VERDICTS = saved
+
+
+REUSED: list[admission.Outcome] = []
+"""The outcomes :func:`_replies` got as kept replies (encoded), for the property test to count."""
 
 
 @pytest.mark.parametrize(("owner", "template"), [(o, t) for _, o, t in TEMPLATES], ids=[i for i, _, _ in TEMPLATES])
@@ -174,13 +184,18 @@ def test_a_cached_verdict_equals_a_fresh_one(which: int, seed: int, copies: int)
     rng = random.Random(seed)
     pods = [stamped(owner, template, rng) for _ in range(copies)]
     cache = VerdictCache()
-    _replies(pods[0], cache)
-    for pod in pods[1:]:
-        assert _replies(pod, cache) == _replies(pod, None)
+    REUSED.clear()
+    first = _replies(pods[0], cache, uid="uid-0")
+    for n, pod in enumerate(pods[1:], start=1):
+        # a new request uid each time, as kube-apiserver sends: a kept reply must echo this one
+        assert _replies(pod, cache, uid=f"uid-{n}") == _replies(pod, None, uid=f"uid-{n}")
     if verdicts.controller_made(pods[0]):
         assert cache.hits >= 2 * (copies - 1)  # the copies were answered from the memo
+        # and every allowing reply of theirs was the first copy's, kept encoded (a denial names the pod)
+        allowing = sum(reply["response"]["allowed"] is True for reply in first)
+        assert len(REUSED) == allowing * (copies - 1)
     else:  # a pod written by hand is never kept
-        assert cache.hits == 0 and len(cache) == 0
+        assert cache.hits == 0 and len(cache) == 0 and not REUSED
 
 
 def _pod(**spec: Any) -> dict[str, Any]:

@@ -10,8 +10,8 @@ productName constraint on CREATE, ``/validate`` judges the claim as it arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Hashable, MutableMapping, Sequence
 
 from webhook.core import dra, engine
 from webhook.core.domain import JSON
@@ -41,6 +41,32 @@ class Outcome:
     tier: str | None = None
     judged: bool = False
     """False when the request was allowed at once (other operations, kinds or subresources)."""
+    wire: bytes | None = field(default=None, compare=False)
+    """``review`` already encoded (:func:`webhook.server.review.encode`), when it came from a reply
+    kept for a controller's earlier copy of the pod; None: the server encodes ``review``."""
+
+
+Replies = MutableMapping[Hashable, Any]
+"""The finished replies kept with one memo entry (:meth:`VerdictCache.lookup`)."""
+
+
+def _reused(req: Request, replies: Replies | None, variant: tuple[Hashable, ...]) -> Outcome | None:
+    """The reply kept for an earlier copy of this pod, answered for ``req``'s uid."""
+    kept = replies.get(variant) if replies is not None else None
+    if kept is None:
+        return None
+    reusable, outcome = kept
+    reply, wire = reusable.answer(req.uid)
+    return Outcome(reply, outcome.allowed, outcome.mode, outcome.codes, outcome.tier, outcome.judged, wire)
+
+
+def _keep(outcome: Outcome, replies: Replies | None, variant: tuple[Hashable, ...]) -> Outcome:
+    """Keep an allowing reply for the next copies (a denial names the object: it is built each time)."""
+    if replies is not None and outcome.allowed:
+        reusable = review.Reusable.of(outcome.review)
+        if reusable is not None:
+            replies[variant] = (reusable, outcome)
+    return outcome
 
 
 def _allow_at_once(req: Request, mode: str) -> Outcome:
@@ -48,14 +74,17 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
 
 
 def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
-           inventory: Inventory | None) -> Judgement:
+           inventory: Inventory | None) -> tuple[Judgement, Replies | None]:
+    """The judgement of ``req``'s object, and the replies kept with it when it came from (or went
+    into) the verdict memo."""
     # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
     # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
     # single review carry thousands of pods and blow the admission deadline
     if req.operation == "UPDATE":
         # the change, not the object: a violation the stored object already had is pre-existing
-        return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate, inventory=inventory)
-    return VERDICTS.get_or_compute(
+        return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate,
+                                   inventory=inventory), None
+    return VERDICTS.lookup(
         req.obj, settings, inventory, (mode, mutate),
         lambda: engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory).detached())
 
@@ -162,7 +191,12 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         return _mutate_claim(req, settings)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate:
         return _allow_at_once(req, mode)
-    judged = _judge(req, settings, mode=mode, mutate=True, inventory=inventory)
+    judged, replies = _judge(req, settings, mode=mode, mutate=True, inventory=inventory)
+    # what else the reply depends on: the mode it states, and the object's kind and namespace
+    variant = ("mutate", mode, req.kind_name, req.namespace)
+    reused = _reused(req, replies, variant)
+    if reused is not None:
+        return reused
     results = judged.results
     patch = [op for r in results for op in r.patch]
     warnings = []
@@ -172,8 +206,8 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         assert placed.placement is not None
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
                         f"({placed.placement.label_key} In {len(placed.placement.values)} values)")
-    return Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
-                   True, mode, tier=tier, judged=True)
+    return _keep(Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
+                         True, mode, tier=tier, judged=True), replies, variant)
 
 
 def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None) -> Outcome:
@@ -188,11 +222,15 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
-    judged = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
+    judged, replies = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
+    variant = ("validate", mode, kind, req.namespace)
+    reused = _reused(req, replies, variant)
+    if reused is not None:
+        return reused
     results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
                           and not r.template.notes for r in results):
-        return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
+        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -204,4 +242,4 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         audit_annotations=_audit_annotations(results),
         secrets=judged.secrets,
     )
-    return Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True)
+    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant)

@@ -149,15 +149,16 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
     def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
         started = clock()
-        queued_at = request.environ.get(QUEUED_AT)
+        http = request._get_current_object()  # type: ignore[attr-defined]  # once, not per attribute
+        queued_at = http.environ.get(QUEUED_AT)
         waited = time.monotonic() - queued_at if isinstance(queued_at, float) else None
         if waited is not None and max_queue_age and waited > max_queue_age:
             return overloaded(waited)
-        body = request.get_data(cache=False)
+        body = http.get_data(cache=False)
         if len(body) > max_body:
             raise RequestEntityTooLarge()
         try:
-            req = review.parse(body, request.content_type)
+            req = review.parse(body, http.content_type)
         except ReviewError as exc:
             m.errors.labels(status=str(exc.status)).inc()
             return _json({"error": redact(exc.message)}, exc.status)
@@ -174,7 +175,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         counted(m.duration, endpoint).observe(elapsed)
         for code in outcome.codes:
             counted(m.violations, code).inc()
-        response = _json(outcome.review)
+        response = (Response(outcome.wire, mimetype="application/json") if outcome.wire is not None
+                    else _json(outcome.review))
         if outcome.judged and log.isEnabledFor(logging.INFO):
             # logged once the reply is on the wire (the WSGI server closes the response after writing
             # it): kube-apiserver is not kept waiting for the log line
@@ -202,7 +204,9 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     @app.post("/validate")
     @app.post("/validate/<any(audit, enforce):path_mode>")
     def validate(path_mode: str | None = None) -> Response:
-        mode = path_mode or request.args.get("mode", "enforce")
+        # request.args parses the query string into a MultiDict: only when there is one
+        mode = path_mode or (request.args.get("mode", "enforce") if request.environ.get("QUERY_STRING")
+                             else "enforce")
         if mode not in MODES:
             m.errors.labels(status="400").inc()
             return _json({"error": f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}"}, 400)

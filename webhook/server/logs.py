@@ -14,6 +14,8 @@ import time
 
 from webhook.core.redaction import redact
 
+_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"))
+"""One encoder for every line: ``json.dumps`` with arguments builds a new one per call."""
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 
 
@@ -46,7 +48,7 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         # the last filter: nothing credential-shaped reaches a log line, whatever a message quoted
-        return redact(json.dumps(out, default=str, separators=(",", ":")))
+        return redact(_ENCODER.encode(out))
 
 
 def configure(level: str = "info") -> None:

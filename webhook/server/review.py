@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from webhook.core.domain import JSON
 from webhook.core.redaction import could_quote, redact
@@ -220,3 +221,46 @@ def respond(
         response["auditAnnotations"] = {k: clean(v)[:AUDIT_MESSAGE_MAX if k == "message" else 1024]
                                         for k, v in notes.items()}
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def encode(reply: Mapping[str, JSON]) -> bytes:
+    """The bytes of a reply on the wire (compact JSON): every route's answer goes out this way."""
+    return json.dumps(reply, separators=(",", ":")).encode()
+
+
+_UID_SLOT = "\x00uid\x00"
+"""Stands for the uid while a reusable reply is encoded; no reply text can hold a NUL (JSON would
+write it ``\\u0000``, and nothing the engine says contains one)."""
+
+
+@dataclass(frozen=True)
+class Reusable:
+    """A finished reply whose only per-request field is the uid, kept encoded around it.
+
+    The copies of one controller's pod share a verdict (``webhook.server.verdict_cache``), and with
+    it everything :func:`respond` writes except ``response.uid`` when the reply allows (a denial
+    names the object): :meth:`answer` gives the reply for another uid without building, redacting or
+    encoding it again, byte for byte what :func:`encode` of a fresh reply gives
+    (``tests/core/test_verdicts.py``)."""
+
+    reply: Mapping[str, JSON]
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def of(cls, reply: Mapping[str, JSON]) -> "Reusable | None":
+        """``reply`` made reusable; None if its encoding cannot be split at the uid."""
+        response = reply.get("response")
+        if not isinstance(response, Mapping):
+            return None
+        marker = json.dumps(_UID_SLOT).encode()
+        parts = encode({**reply, "response": {**response, "uid": _UID_SLOT}}).split(marker)
+        if len(parts) != 2:
+            return None
+        return cls(reply, parts[0], parts[1])
+
+    def answer(self, uid: str) -> tuple[dict[str, JSON], bytes]:
+        """The reply for the request ``uid``, and its bytes."""
+        response = cast(Mapping[str, JSON], self.reply["response"])  # checked by of()
+        return ({**self.reply, "response": {**response, "uid": uid}},
+                self.head + json.dumps(uid).encode() + self.tail)

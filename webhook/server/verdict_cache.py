@@ -3,15 +3,21 @@ without the fields a controller stamps differently on every copy of its template
 
 gunicorn's threads share one cache per worker; it is bounded, and an entry only ever answers for the
 settings and inventory objects it was computed with (both are immutable and replaced on change).
+Each entry also has room for the finished replies built from its verdict
+(:meth:`VerdictCache.lookup`): a copy answered from the memo then skips building and encoding its
+reply too, not only judging it.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, MutableMapping
 
 from webhook.core import verdicts
 
+MAX_REPLIES = 8
+"""Finished replies kept per verdict: one per endpoint, mode and namespace the copies arrive with
+(two or three in practice; a template used in many namespaces keeps the first eight)."""
 MAX_ENTRIES = 512
 """Verdicts kept: a cluster runs a few hundred distinct pod templates; a miss costs one judgement.
 An entry is about 3 KiB (its key and a detached judgement: measured 1.6 MiB for 512 unique pods of
@@ -26,7 +32,7 @@ class VerdictCache:
     so an id is never reused while its entry lives)."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self._entries: dict[tuple[Hashable, ...], tuple[Any, Any, Any]] = {}
+        self._entries: dict[tuple[Hashable, ...], tuple[Any, Any, Any, dict[Hashable, Any]]] = {}
         self._lock = threading.Lock()
         self.max_entries = max_entries
         self.hits = 0
@@ -37,23 +43,31 @@ class VerdictCache:
         """The cached verdict for ``obj`` under ``settings``/``inventory``/``flags``, or ``compute()``
         (stored when ``obj`` is a controller's pod, :func:`webhook.core.verdicts.controller_made`,
         and has a key)."""
+        return self.lookup(obj, settings, inventory, flags, compute)[0]
+
+    def lookup(self, obj: Any, settings: Any, inventory: Any, flags: tuple[Hashable, ...],
+               compute: Callable[[], Any]) -> tuple[Any, MutableMapping[Hashable, Any] | None]:
+        """:meth:`get_or_compute`, and the entry's table of finished replies (None when the verdict is
+        not kept): the caller stores there what it built from this verdict, by what else the reply
+        depends on, and finds it again for the next copy. Bounded to :data:`MAX_REPLIES`."""
         k = verdicts.key(obj) if verdicts.controller_made(obj) else None
         if k is None:
-            return compute()
+            return compute(), None
         slot = (k, id(settings), id(inventory), *flags)
         found = self._entries.get(slot)
         if found is not None and found[0] is settings and found[1] is inventory:
             self.hits += 1
-            return found[2]
+            return found[2], found[3]
         self.misses += 1
         value = compute()
         if self.max_entries <= 0:
-            return value
+            return value, None
+        replies = _Bounded(MAX_REPLIES)
         with self._lock:
             while self._entries and len(self._entries) >= self.max_entries:
                 self._entries.pop(next(iter(self._entries)), None)  # oldest first
-            self._entries[slot] = (settings, inventory, value)
-        return value
+            self._entries[slot] = (settings, inventory, value, replies)
+        return value, replies
 
     def clear(self) -> None:
         with self._lock:
@@ -61,3 +75,15 @@ class VerdictCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class _Bounded(dict):  # type: ignore[type-arg]
+    """A dict that ignores new keys once it holds ``limit`` (a reply table of one verdict)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        if key in self or len(self) < self.limit:
+            super().__setitem__(key, value)
