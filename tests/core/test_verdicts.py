@@ -176,7 +176,7 @@ def _verdict(pod: dict[str, Any]) -> list[Any]:
 
 @hsettings(max_examples=150, deadline=None)
 @given(which=st.integers(min_value=0, max_value=len(TEMPLATES) - 1), seed=st.integers(min_value=0, max_value=2**32),
-       copies=st.integers(min_value=2, max_value=4))
+       copies=st.integers(min_value=2, max_value=5))
 def test_a_cached_verdict_equals_a_fresh_one(which: int, seed: int, copies: int) -> None:
     """The property: warm the memo with one copy, then every other copy's cached reply is the reply
     a fresh judgement gives it."""
@@ -191,9 +191,10 @@ def test_a_cached_verdict_equals_a_fresh_one(which: int, seed: int, copies: int)
         assert _replies(pod, cache, uid=f"uid-{n}") == _replies(pod, None, uid=f"uid-{n}")
     if verdicts.controller_made(pods[0]):
         assert cache.hits >= 2 * (copies - 1)  # the copies were answered from the memo
-        # and every allowing reply of theirs was the first copy's, kept encoded (a denial names the pod)
+        # from the third copy on, every allowing reply is the one built for the second, kept encoded
+        # (a denial names the pod; a verdict is not given a reply to keep until it is asked for again)
         allowing = sum(reply["response"]["allowed"] is True for reply in first)
-        assert len(REUSED) == allowing * (copies - 1)
+        assert len(REUSED) == allowing * (copies - 2)
     else:  # a pod written by hand is never kept
         assert cache.hits == 0 and len(cache) == 0 and not REUSED
 

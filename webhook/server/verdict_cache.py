@@ -47,9 +47,12 @@ class VerdictCache:
 
     def lookup(self, obj: Any, settings: Any, inventory: Any, flags: tuple[Hashable, ...],
                compute: Callable[[], Any]) -> tuple[Any, MutableMapping[Hashable, Any] | None]:
-        """:meth:`get_or_compute`, and the entry's table of finished replies (None when the verdict is
-        not kept): the caller stores there what it built from this verdict, by what else the reply
-        depends on, and finds it again for the next copy. Bounded to :data:`MAX_REPLIES`."""
+        """:meth:`get_or_compute`, and the entry's table of finished replies when the verdict came
+        from the memo (None on a miss): the caller stores there what it built from this verdict, by
+        what else the reply depends on, and finds it again for the next copy. Bounded to
+        :data:`MAX_REPLIES`. Not offered on a miss: most verdicts that are never asked for again
+        (pods written by hand under a generated name, a one-off Job) would keep a reply for nothing,
+        and the memo's churn of evicted entries is what grows a worker's heap."""
         k = verdicts.key(obj) if verdicts.controller_made(obj) else None
         if k is None:
             return compute(), None
@@ -62,12 +65,11 @@ class VerdictCache:
         value = compute()
         if self.max_entries <= 0:
             return value, None
-        replies = _Bounded(MAX_REPLIES)
         with self._lock:
             while self._entries and len(self._entries) >= self.max_entries:
                 self._entries.pop(next(iter(self._entries)), None)  # oldest first
-            self._entries[slot] = (settings, inventory, value, replies)
-        return value, replies
+            self._entries[slot] = (settings, inventory, value, _Bounded(MAX_REPLIES))
+        return value, None
 
     def clear(self) -> None:
         with self._lock:
