@@ -368,6 +368,13 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
             add(f"| {name} | {', '.join(f'{v:.1f}' for v in warm.values())} | "
                 f"{', '.join(f'{v:.1f}' for v in after.values()) or '-'} | {m.get('requests', '-')} | {growth} |")
         add("")
+        warmed = mem.get("gpu-admission", {}).get("warmup_requests")
+        if warmed:
+            add(f"Warm-up: 4 s of the cold mix at 8 connections to both servers, then {warmed:,} more requests to "
+                "gpu-admission, counted (its bounded memos, 512 verdicts and 2,048 launcher entries a worker, "
+                "are full by then); the growth is measured from there, where a leak would show. Runs before 3 Dec "
+                "used the 4-second warm-up alone, which left part of the memos' filling in the measured phase.")
+            add("")
     check = results.get("check")
     if check:
         o, m = check["one_file"], check["many"]

@@ -318,3 +318,31 @@ def test_cache_is_bounded() -> None:
         cache.get_or_compute(_with(_with(_pod(), "metadata/generateName", "a-"), "metadata/labels/app", str(i)),
                              None, None, (), lambda: i)
     assert len(cache) == 3
+
+
+def test_reply_table_is_offered_on_hits_only_and_bounded() -> None:
+    from webhook.server.verdict_cache import MAX_REPLIES
+
+    cache = VerdictCache()
+    pod = _with(_pod(), "metadata/generateName", "a-")
+    assert cache.lookup(pod, None, None, (), lambda: "v") == ("v", None)  # judged now: nothing to keep into
+    value, replies = cache.lookup(copy.deepcopy(pod), None, None, (), lambda: "other")
+    assert value == "v" and replies is not None
+    for n in range(MAX_REPLIES + 3):
+        replies[("variant", n)] = n
+    assert len(replies) == MAX_REPLIES and cache.lookup(pod, None, None, (), lambda: "x")[1] is replies
+    assert cache.lookup(_with(_pod(), "metadata/name", "by-hand"), None, None, (), lambda: "h") == ("h", None)
+
+
+@pytest.mark.parametrize(("uid", "warnings", "kept"), [
+    ("u-1", ["a warning"], True),
+    ('u-"2\\', [], True),  # a uid JSON must escape is echoed as encoding it would
+    ("u-3", ["\x00uid\x00"], False),  # a text equal to the uid's stand-in: not split, not kept
+], ids=["plain", "escaped-uid", "text-equals-slot"])
+def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str], kept: bool) -> None:
+    reusable = review.Reusable.of(review.respond(None, allowed=True, uid="first", warnings=warnings))
+    assert (reusable is not None) == kept
+    if reusable is not None:
+        reply, wire = reusable.answer(uid)
+        assert reply["response"]["uid"] == uid and wire == review.encode(reply)
+        assert reply == review.respond(None, allowed=True, uid=uid, warnings=warnings)

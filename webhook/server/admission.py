@@ -75,8 +75,8 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
 
 def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
            inventory: Inventory | None) -> tuple[Judgement, Replies | None]:
-    """The judgement of ``req``'s object, and the replies kept with it when it came from (or went
-    into) the verdict memo."""
+    """The judgement of ``req``'s object, and the table of replies kept with it when the verdict
+    memo answered (None when it was judged now)."""
     # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
     # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
     # single review carry thousands of pods and blow the admission deadline

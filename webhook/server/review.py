@@ -229,8 +229,8 @@ def encode(reply: Mapping[str, JSON]) -> bytes:
 
 
 _UID_SLOT = "\x00uid\x00"
-"""Stands for the uid while a reusable reply is encoded; no reply text can hold a NUL (JSON would
-write it ``\\u0000``, and nothing the engine says contains one)."""
+"""Stands for the uid while a reusable reply is encoded. A reply whose texts hold this very string
+(a NUL is legal in JSON text) splits in more than two: it is simply not kept."""
 
 
 @dataclass(frozen=True)
