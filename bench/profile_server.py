@@ -32,6 +32,9 @@ from typing import Any
 
 from bench import common, corpus, server_bench
 
+PY_SPY = Path(sys.executable).with_name("py-spy")
+"""Installed into the virtualenv by ``bench/requirements.txt``."""
+
 # innermost matching frame decides; project parts are tried before libraries
 PROJECT_PARTS: tuple[tuple[str, str], ...] = (
     ("webhook/core/redaction.py", "redaction"),
@@ -107,7 +110,7 @@ def profile_one(name: str, certs: Path, work: Path, requests: Path, seconds: flo
         server_bench.wrk(server, requests, connections, 3, work / "warm.json")  # warm-up
         worker = server.workers()[0]
         raw = work / f"{name}.raw"
-        spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(worker),
+        spy = subprocess.Popen([str(PY_SPY), "record", "--pid", str(worker),
                                 "--rate", "2000", "--format", "raw", "--gil", "--nonblocking", "--duration",
                                 str(int(seconds) + 1), "--output", str(raw)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -180,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="a directory holding another version's webhook/ package to profile instead "
                              "(e.g. git archive OLD webhook | tar -x -C DIR): before/after tables")
     args = parser.parse_args(argv)
+    for tool, how in ((PY_SPY, "pip install -r bench/requirements.txt (make bench does)"),
+                      (Path(shutil.which("wrk") or "wrk"), "apt-get install wrk (make bench does)")):
+        if not tool.exists():
+            parser.error(f"{tool.name} is not installed: {how}")
     result = run(args.seconds, args.traffic, args.connections, args.source)
     print(table(result))
     if args.out:
