@@ -183,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="a directory holding another version's webhook/ package to profile instead "
                              "(e.g. git archive OLD webhook | tar -x -C DIR): before/after tables")
     args = parser.parse_args(argv)
-    for tool, how in ((PY_SPY, "pip install -r bench/requirements.txt (make bench does)"),
-                      (Path(shutil.which("wrk") or "wrk"), "apt-get install wrk (make bench does)")):
-        if not tool.exists():
-            parser.error(f"{tool.name} is not installed: {how}")
+    if not PY_SPY.exists():
+        parser.error("py-spy is not installed: pip install -r bench/requirements.txt (make bench does)")
+    if shutil.which("wrk") is None:
+        parser.error("wrk is not installed: apt-get install wrk (make bench does)")
     result = run(args.seconds, args.traffic, args.connections, args.source)
     print(table(result))
     if args.out:

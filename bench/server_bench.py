@@ -230,12 +230,12 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
         # this cold mix about 20,000 requests), counted, not timed: growth from there is what a
         # leak would show; before, a 4-second warm-up left more or less of the memos' filling in
         # the measured phase depending on the machine's speed that minute (bench/NOTES.md)
-        warm_sent, _warm_errors, _ = _serve(real, files["mixed"], warmup_requests, work / "warm.json")
+        warm_sent, _warm_errors = _serve(real, files["mixed"], warmup_requests, work / "warm.json")
         memory: dict[str, Any] = {name: {"after_warmup_mib": s.rss_mib()} for name, s in servers.items()}
         memory["gpu-admission"]["warmup_requests"] = warm_sent
         log(f"  RSS after warm-up ({warm_sent} requests to gpu-admission): {memory}")
         t0 = time.monotonic()
-        sent, errors, _ = _serve(real, files["mixed"], memory_requests, work / "mem.json")
+        sent, errors = _serve(real, files["mixed"], memory_requests, work / "mem.json")
         elapsed = time.monotonic() - t0
         memory["gpu-admission"].update(after_requests_mib=real.rss_mib(), requests=sent, seconds=round(elapsed, 1),
                                        rps=sent / elapsed, errors=errors)
@@ -273,9 +273,9 @@ WARMUP_REQUESTS = 20_000
 """Requests to gpu-admission before its RSS is taken as the base of the growth target."""
 
 
-def _serve(server: Running, requests: Path, count: int, out: Path) -> tuple[int, int, float]:
+def _serve(server: Running, requests: Path, count: int, out: Path) -> tuple[int, int]:
     """Send the requests of ``requests`` at 8 connections until at least ``count`` are served (wrk
-    has no request count: chunks of at most 20 s); (served, errors, requests a second)."""
+    has no request count: chunks of at most 20 s); (served, errors)."""
     sent = errors = 0
     rps = 500.0
     while sent < count:
@@ -284,7 +284,7 @@ def _serve(server: Running, requests: Path, count: int, out: Path) -> tuple[int,
         sent += load["requests"]
         errors += load["errors"]
         rps = max(load["rps"], 1.0)
-    return sent, errors, rps
+    return sent, errors
 
 
 def traffic_mix(files: dict[str, Path]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    return Response(json.dumps(payload, separators=(",", ":")), status=status, mimetype="application/json")
+    return Response(review.encode(payload), status=status, mimetype="application/json")
 
 
 def _peek_uid(body: bytes) -> str | None:
@@ -175,8 +175,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         counted(m.duration, endpoint).observe(elapsed)
         for code in outcome.codes:
             counted(m.violations, code).inc()
-        response = (Response(outcome.wire, mimetype="application/json") if outcome.wire is not None
-                    else _json(outcome.review))
+        response = Response(outcome.wire if outcome.wire is not None else review.encode(outcome.review),
+                            mimetype="application/json")
         if outcome.judged and log.isEnabledFor(logging.INFO):
             # logged once the reply is on the wire (the WSGI server closes the response after writing
             # it): kube-apiserver is not kept waiting for the log line

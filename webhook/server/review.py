@@ -231,6 +231,8 @@ def encode(reply: Mapping[str, JSON]) -> bytes:
 _UID_SLOT = "\x00uid\x00"
 """Stands for the uid while a reusable reply is encoded. A reply whose texts hold this very string
 (a NUL is legal in JSON text) splits in more than two: it is simply not kept."""
+_UID_MARKER = json.dumps(_UID_SLOT).encode()
+"""The stand-in as :func:`encode` writes it."""
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,7 @@ class Reusable:
         response = reply.get("response")
         if not isinstance(response, Mapping):
             return None
-        marker = json.dumps(_UID_SLOT).encode()
-        parts = encode({**reply, "response": {**response, "uid": _UID_SLOT}}).split(marker)
+        parts = encode({**reply, "response": {**response, "uid": _UID_SLOT}}).split(_UID_MARKER)
         if len(parts) != 2:
             return None
         return cls(reply, parts[0], parts[1])
