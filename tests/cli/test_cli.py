@@ -79,8 +79,8 @@ def test_json_shape(files: dict[str, Path]) -> None:
     code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged"}
-    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0}
+    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged", "templated"}
+    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0, "templated": 0}
     good, bad = doc["results"]
     for r in doc["results"]:
         assert {"source", "apiVersion", "kind", "name", "namespace", "allowed", "mode", "profile", "tier",

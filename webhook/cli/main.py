@@ -2,7 +2,8 @@
 
 Exit codes of ``check`` (an interface CI pipelines rely on):
 0 every object would be admitted, 1 at least one would be denied (with ``--strict``: or an object
-asks for GPUs where no pod template could be read), 2 usage or input error.
+asks for GPUs where no pod template could be read, or is still a template to render), 2 usage or
+input error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Sequence, TextIO
 from webhook import __version__
 from webhook.cli import check_pool, inventory as inventory_cli, report, sources
 from webhook.cli.explain import render_explain
-from webhook.core import engine, settings as settings_mod
+from webhook.core import engine, settings as settings_mod, templating
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
 from webhook.core.settings import MODES, SettingsError
@@ -46,8 +47,11 @@ examples:
   helm template my-chart | gpu-admission check - --output junit > report.xml
   gpu-admission check deploy.yaml --mode audit --output json
 
-exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged),
-2 usage or input error"""
+templated objects (nvidia.com/gpu: $GPU_PER_NODE, "{{ .Values.gpus }}", empty) are reported
+SKIP templated, not denied: render them first (helm template / envsubst / kustomize)
+
+exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged or
+templated), 2 usage or input error"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,7 +107,8 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
                             "products that exist, keep multi-GPU pods off mixed nodes)")
     check.add_argument("--strict", action="store_true",
                        help="exit 1 also when an object asks for GPUs (resources, GPU-sharing annotations) but "
-                            "no pod template of it could be read, so it was not judged (reported as SKIP)")
+                            "no pod template of it could be read, or is still a template ($VAR, {{ ... }} or an "
+                            "empty GPU quantity), so it was not judged (reported as SKIP)")
     check.add_argument("--jobs", metavar="N", type=_positive, default=None,
                        help="processes that parse and judge in parallel when there are at least "
                             f"{check_pool.PARALLEL_MIN_DOCS} documents (default: the CPUs available, at most "
@@ -207,9 +212,18 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
           mutate: bool | None, inventory: Inventory | None = None,
           context: Mapping[tuple[str, str, str], Any] | None = None) -> list[report.Row]:
+    """The rows of every object of ``docs``. Offline an object that is still a template (a GPU
+    quantity ``$GPU_PER_NODE``, ``"{{ .Values.gpus }}"`` or empty, see :mod:`webhook.core.templating`)
+    is one ``templated`` row instead of a judgement: kube-apiserver refuses it before any webhook
+    sees it, so it is to be rendered, not denied. The server judges what it is sent and skips nothing."""
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
+            markers = templating.find(obj, settings.gpu_resources, prefix=pointer)
+            if markers:
+                result = engine.templated(obj, pointer, markers, mode or settings.mode)
+                rows.append(report.Row(doc.source, obj, pointer, result))
+                continue
             for result in engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
                                            inventory=inventory, context=context):
                 rows.append(report.Row(doc.source, obj, pointer, result))
@@ -262,7 +276,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output == "json":
         out.write("\n")
     denied = any(not r.result.decision.allowed for r in rows)
-    return EXIT_DENIED if denied or (args.strict and any(report.is_unjudged(r) for r in rows)) else EXIT_OK
+    skipped = any(report.is_unjudged(r) or report.is_templated(r) for r in rows)
+    return EXIT_DENIED if denied or (args.strict and skipped) else EXIT_OK
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

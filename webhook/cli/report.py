@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from webhook.core.domain import JSON
 from webhook.core.engine import TemplateResult, object_identity
+from webhook.core.templating import FOUND as TEMPLATED, MESSAGE as TEMPLATED_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ def result_json(row: Row) -> dict[str, JSON]:
         "warnings": list(d.warnings),
         "violations": [v.public() for v in d.violations],
     })
+    if is_templated(row):  # the places that are still a template, for people and tools alike
+        out["reason"] = "; ".join(r.template.notes)
     return out
 
 
@@ -59,14 +62,25 @@ def is_unjudged(row: Row) -> bool:
     return row.result.template.found == "unjudged"
 
 
+def is_templated(row: Row) -> bool:
+    """An object that is still a template, reported instead of judged (``engine.templated``)."""
+    return row.result.template.found == TEMPLATED
+
+
+def is_skipped(row: Row) -> bool:
+    """Not judged, for either reason: not counted in ``checked``, a failure only under ``--strict``."""
+    return is_unjudged(row) or is_templated(row)
+
+
 def summary(rows: Sequence[Row]) -> dict[str, int]:
-    judged = [r for r in rows if not is_unjudged(r)]
+    judged = [r for r in rows if not is_skipped(r)]
     return {
         "checked": len(judged),
         "allowed": sum(1 for r in judged if r.result.decision.allowed),
         "denied": sum(1 for r in judged if not r.result.decision.allowed),
         "warned": sum(1 for r in judged if r.result.decision.warnings),
-        "unjudged": len(rows) - len(judged),
+        "unjudged": sum(1 for r in rows if is_unjudged(r)),
+        "templated": sum(1 for r in rows if is_templated(r)),
     }
 
 
@@ -83,7 +97,7 @@ def _label(row: Row) -> str:
 
 
 def _verdict(row: Row) -> str:
-    if is_unjudged(row):
+    if is_skipped(row):
         return "SKIP"
     d = row.result.decision
     if not d.allowed:
@@ -98,6 +112,10 @@ def render_text(rows: Sequence[Row]) -> str:
         if is_unjudged(row):
             lines.append(f"SKIP  {row.source}  {_label(row)}: not judged")
             lines.extend(f"      warning: {w}" for w in d.warnings)
+            continue
+        if is_templated(row):
+            lines.append(f"SKIP  {row.source}  {_label(row)}: {TEMPLATED_MESSAGE}")
+            lines.extend(f"      {note}" for note in row.result.template.notes)
             continue
         facts = []
         if p.model:
@@ -125,8 +143,9 @@ def render_text(rows: Sequence[Row]) -> str:
             lines.append(f"      patch: {len(row.result.patch)} op(s){what}")
     s = summary(rows)
     not_judged = f", {s['unjudged']} GPU object(s) not judged" if s["unjudged"] else ""
+    templated = f", {s['templated']} templated (not judged)" if s["templated"] else ""
     lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned"
-                 f"{not_judged}")
+                 f"{not_judged}{templated}")
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +162,8 @@ def render_junit(rows: Sequence[Row]) -> str:
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="gpu-admission" tests="{s["checked"]}" failures="{s["denied"]}">',
-        f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}" errors="0">',
+        f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}" errors="0"'
+        f' skipped="{s["unjudged"] + s["templated"]}">',
     ]
     for row in rows:
         d = row.result.decision
@@ -151,6 +171,8 @@ def render_junit(rows: Sequence[Row]) -> str:
         out.append(f'    <testcase classname="{xml_escape(row.source, {chr(34): "&quot;"})}" name="{name}">')
         if is_unjudged(row):
             out.append(f'      <skipped message="not judged: {xml_escape(d.warnings[0][:200], {chr(34): "&quot;"})}"/>')
+        elif is_templated(row):
+            out.append(f'      <skipped message="{xml_escape(d.warnings[0][:400], {chr(34): "&quot;"})}"/>')
         if not d.allowed:
             message = "; ".join(v.code for v in d.violations)
             body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)

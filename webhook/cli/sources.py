@@ -43,8 +43,19 @@ def parse_counted(text: str, name: str) -> tuple[list[Document], int]:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{name}{where}: invalid YAML: {problem}") from exc
+        raise InputError(f"{name}{where}: invalid YAML: {problem}{_template_hint(text)}") from exc
     return [Document(f"{name}#{i}", doc) for i, doc in enumerate(docs) if doc is not None], len(docs)
+
+
+TEMPLATE_HINT = " (it holds {{ ... }}: a template? render it first: helm template / envsubst / kustomize)"
+
+
+def _template_hint(text: str) -> str:
+    """The advice for a file that is not YAML because it is a Helm template (``{{- include ... }}``
+    lines): still exit 2, the file cannot be read, but the message says what to do. A parsed
+    template is reported by ``check`` instead (:mod:`webhook.core.templating`)."""
+    start = text.find("{{")
+    return TEMPLATE_HINT if start >= 0 and "}}" in text[start:] else ""
 
 
 def read(paths: Iterable[str], stdin: TextIO | None = None) -> list[tuple[str, str]]:

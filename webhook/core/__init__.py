@@ -6,7 +6,8 @@ kind), ``inference`` and ``launchers`` (what a container runs: framework, model,
 rules), ``patches`` (RFC 6902 ops), ``groups``, ``selection`` and ``resources`` (labels, node
 selection terms, GPU quantities), ``dra`` (ResourceClaims), ``inventory`` (the cluster's GPU pools
 as an index), ``scheduling`` (the extender's filter and scores), ``settings`` (the policy schema,
-its embedded default and validation), ``redaction`` (no secret leaves in a message), and the
+its embedded default and validation), ``redaction`` (no secret leaves in a message), ``templating``
+(an object still to be rendered, which ``check`` reports instead of judging), and the
 bundled ``data/`` (GPU catalog, model catalog, default policy).
 
 Never: Flask, gunicorn, the Kubernetes client, Prometheus, sockets, threads, the clock, or file
@@ -29,6 +30,7 @@ PUBLIC: tuple[str, ...] = (
     "dra",         # judge_claim, KINDS: ResourceClaims, the server's second admission kind
     "scheduling",  # filter / prioritize: the extender's rules behind the server's routes
     "verdicts",    # key: a pod's content without its per-copy fields (the server's verdict memo)
+    "templating",  # find: an object that is still a template (check reports it instead of judging it)
 )
 """The core modules the front doors may import (``webhook.core.<name>``); everything else in the
 core is internal, free to change shape without touching a door."""

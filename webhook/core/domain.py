@@ -206,13 +206,32 @@ class Violation:
     fix: str = ""
     """The one change that fixes it, short enough for a kubectl warning line (``code: fix`` within
     120 characters): what audit users see first. Empty when the message leads with it already."""
+    kind: str = "cannot-work"
+    """:data:`CANNOT_WORK` (the object fails as written: the model does not fit, the parallelism
+    needs GPUs it does not have, the products are mixed or unconstrained) or :data:`MISPLACED` (it
+    runs, but not where the policy would put it). Enforce denies the first; the second warns unless
+    the policy says ``misplaced: deny`` (issue 24). A misplacement that is the seed's trap (a model
+    that needs NVLink pinned to PCIe cards while the cluster offers NVLink ones) has ``trap``."""
+    trap: bool = False
+    """The seed's trap with the way out in the cluster: denied in enforce even under ``misplaced: warn``."""
 
-    def public(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message, "path": self.path, "fix": self.fix}
+    def public(self) -> dict[str, str | bool]:
+        out: dict[str, str | bool] = {"code": self.code, "kind": self.kind, "message": self.message,
+                                      "path": self.path, "fix": self.fix}
+        if self.trap:
+            out["trap"] = True
+        return out
 
     def short(self) -> str:
-        """The kubectl warning line of this violation: the code and the fix (else the message)."""
-        return f"{self.code}: {self.fix or self.message}"
+        """The kubectl warning line of this violation: the code and the fix (else the message); a
+        misplacement says so, so a reader knows it was admitted as placed."""
+        head = f"{self.code} ({MISPLACED})" if self.kind == MISPLACED and not self.trap else self.code
+        return f"{head}: {self.fix or self.message}"
+
+
+CANNOT_WORK = "cannot-work"
+MISPLACED = "misplaced"
+VIOLATION_KINDS = (CANNOT_WORK, MISPLACED)
 
 
 @dataclass(frozen=True)
@@ -256,6 +275,10 @@ class Decision:
     """Products the pod may land on after admission; ``None`` when it is not constrained."""
     violations: tuple[Violation, ...] = ()
     """In ``enforce`` mode these deny; in ``audit`` mode they are reported as warnings."""
+    misplaced: tuple[Violation, ...] = ()
+    """Misplacements admitted under the policy's ``misplaced: warn`` (kind :data:`MISPLACED`): they
+    never deny, their :meth:`Violation.short` line is among ``warnings``, and they are listed here
+    so the JSON output and the audit annotation can say which kind each finding is."""
     warnings: tuple[str, ...] = ()
     fits: tuple[Fit, ...] = ()
     patch_needed: bool = False

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, updates
+from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, templating, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.policy import tier_fits
@@ -22,8 +22,8 @@ from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
 __all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "effective_precision",
-           "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "tier_fits",
-           "unjudged"]
+           "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
+           "tier_fits", "unjudged"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,21 @@ def unjudged(obj: Any, prefix: str, where: tuple[str, ...], mode: str) -> Templa
                f"requests them, so its GPU placement was not judged: name the GPUs in a pod template's "
                f"resources (policy gpuResources), or see docs/inference.md, supported kinds")
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(), warnings=(warning,))
+    return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
+
+
+def templated(obj: Any, prefix: str, markers: tuple[templating.Marker, ...], mode: str) -> TemplateResult:
+    """The result for an object that is still a template (``markers``, from :func:`templating.find`),
+    in place of judging it: admitted, never silently, and not a denial, because kube-apiserver
+    refuses such an object before any webhook sees it (see :mod:`webhook.core.templating`). Only
+    ``check`` asks for it; at admission the object is judged (``invalid-gpu-request``).
+    ``check --strict`` fails on it, as on an unjudged object."""
+    meta = _metadata(obj)
+    kind = obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else "object"
+    notes = tuple(m.describe() for m in markers)
+    template = PodTemplate(prefix, meta, {}, kind=kind, found=templating.FOUND, patchable=False, notes=notes)
+    decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(),
+                        warnings=(f"{templating.MESSAGE}: {templating.reason(markers)}",))
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
 
 

@@ -11,9 +11,11 @@ exists and keep multi-GPU pods off mixed nodes. The live watch that keeps it cur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
+from webhook.core import node_labels, node_match
 from webhook.core.hardware import Catalog
 from webhook.core.nodepools import scalable_values
 from webhook.core.resources import QuantityError, gpu_count
@@ -37,11 +39,74 @@ class NodeGpus:
     capacity: int
     allocatable: int
     anomalies: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False, repr=False)
+    """All the node's labels (read-only), so a pod's own node selection can be matched against the
+    node (:meth:`Inventory.products_for`): a pin by hostname or node group is resolved to the
+    products it lands on. One dict a GPU node, built once when it is indexed, holding the Node's
+    own strings: a few KiB a node, a few MiB for thousands."""
 
     @property
     def trusted(self) -> bool:
         """A node a multi-GPU pod may use: one known product, labels consistent with capacity."""
         return not self.anomalies and self.value is not None
+
+
+@dataclass(frozen=True)
+class Landing:
+    """The GPU nodes of one product label value that a pod's node selection admits."""
+
+    value: str | None
+    """The product label value (``None``: nodes with GPUs but no product label)."""
+    product: str | None
+    """Catalog id of the value, ``None`` when unknown."""
+    nodes: tuple[str, ...]
+    untrusted: tuple[str, ...] = ()
+    """Those of ``nodes`` a multi-GPU pod must not trust (:attr:`NodeGpus.trusted`)."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a pod spec's own node selection lands on among the GPU nodes (:meth:`Inventory.products_for`)."""
+
+    keys: tuple[str, ...] = ()
+    """The labels that did the selecting (``metadata.name`` for a matchFields pin); empty when the
+    spec selects nothing on GPU-relevant labels (:data:`NOT_SELECTED`)."""
+    landings: tuple[Landing, ...] = ()
+    """The GPU nodes admitted, by product label value (catalog order of values is not known here:
+    sorted by value, unlabelled last). Empty when no GPU node is admitted."""
+
+    @property
+    def selects(self) -> bool:
+        """False when the spec's selection says nothing about the GPU (no constraint beyond the usual)."""
+        return bool(self.keys)
+
+    @property
+    def products(self) -> tuple[str, ...]:
+        """Catalog ids of the products found, in landing order."""
+        return tuple(dict.fromkeys(land.product for land in self.landings if land.product is not None))
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """Product label values found (nodes without one are in :attr:`unknown`)."""
+        return tuple(land.value for land in self.landings if land.value is not None)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for land in self.landings for n in land.nodes)
+
+    @property
+    def untrusted(self) -> tuple[str, ...]:
+        return tuple(n for land in self.landings for n in land.untrusted)
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        """Admitted nodes whose product the catalog does not know (no product label, or a value it
+        cannot read)."""
+        return tuple(n for land in self.landings if land.product is None for n in land.nodes)
+
+
+NOT_SELECTED = Resolution()
+"""The spec selects nothing on GPU-relevant labels: no constraint beyond the usual tier affinity."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +166,27 @@ class Inventory:
         wanted = set(values) if values is not None else None
         return tuple(sorted((n for n in self.nodes.values() if n.anomalies
                              and (wanted is None or n.value in wanted)), key=lambda n: n.name))
+
+    def products_for(self, spec: Any, *, product_keys: Collection[str] = ()) -> Resolution:
+        """The GPU nodes a pod spec's own node selection (nodeSelector and required node affinity,
+        Kubernetes semantics: :mod:`webhook.core.node_match`) can land on, whatever labels it uses,
+        or :data:`NOT_SELECTED` when it selects nothing on GPU-relevant labels
+        (:mod:`webhook.core.node_labels`). ``product_keys``: further label keys that name products
+        (the catalog's schemes), on which an ``Exists`` only says "a GPU node". Nodes an autoscaler
+        may add (:attr:`scalable`) cannot be matched: their labels are not known."""
+        selection = node_match.parse(spec)
+        keys = node_labels.selecting_keys(node_labels.selecting(selection, {self.label_key, *product_keys}))
+        if not keys:
+            return NOT_SELECTED
+        grouped: dict[str | None, list[NodeGpus]] = {}
+        for node in self.nodes.values():
+            if selection.admits(node.labels, node.name):
+                grouped.setdefault(node.value, []).append(node)
+        order = sorted(grouped, key=lambda v: (v is None, v or ""))
+        return Resolution(keys, tuple(
+            Landing(value, grouped[value][0].product, tuple(sorted(n.name for n in grouped[value])),
+                    tuple(sorted(n.name for n in grouped[value] if not n.trusted)))
+            for value in order))
 
     def describe(self) -> str:
         """What exists, for messages: 'NVIDIA-L40S (4 nodes, 8 GPUs max), ...'."""
@@ -163,7 +249,7 @@ def node_gpus(node: Mapping[str, Any], *, label_key: str, scheme: str, catalog: 
             anomalies.append(f"{FAMILY_LABEL}={family} does not match {value} ({spec.family}): the labels disagree")
     if parsed is not None and (parsed.shared or parsed.mig_profile):
         anomalies.append(f"{label_key}={value} is a shared or MIG-partitioned GPU")
-    return NodeGpus(name, value, product, capacity, allocatable, tuple(anomalies))
+    return NodeGpus(name, value, product, capacity, allocatable, tuple(anomalies), MappingProxyType(labels))
 
 
 def from_nodes(nodes: Iterable[Any], *, label_key: str, scheme: str, catalog: Catalog,

@@ -7,7 +7,7 @@ node auto-provisioning) add the node. So the inventory counts as present, beside
 - the products a ``karpenter.sh/v1`` NodePool may launch, read from the ``In`` requirements of
   ``spec.template.spec.requirements`` on any label scheme of the GPU catalog (the policy's product
   label, ``karpenter.k8s.aws/instance-gpu-name``, ``cloud.google.com/gke-accelerator``, ...) and on
-  ``node.kubernetes.io/instance-type`` (the AWS GPU instance families below);
+  ``node.kubernetes.io/instance-type`` (the GPU instance types of :mod:`webhook.core.instance_types`);
 - the policy's ``inventory.scalableProducts``, for autoscalers that expose nothing in the API.
 
 A NodePool that names no GPU product (a requirement ``Exists``, or none on these keys) adds nothing:
@@ -19,19 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.core import instance_types
 from webhook.core.hardware import Catalog
 
 API_VERSION = "karpenter.sh/v1"
 GROUP, VERSION, PLURAL = "karpenter.sh", "v1", "nodepools"
 """Where the doors list and watch NodePools (the CRD's coordinates)."""
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-INSTANCE_FAMILIES: Mapping[str, str] = {
-    # AWS GPU instance family (the part before the first dot) -> catalog product id
-    "p4d": "A100-SXM4-40GB", "p4de": "A100-SXM4-80GB", "p5": "H100-SXM5-80GB", "p5e": "H200",
-    "p5en": "H200", "g6e": "L40S", "g6": "L4", "gr6": "L4", "g5": "A10G", "g4dn": "T4", "p3": "V100-SXM2-16GB",
-    "p3dn": "V100-SXM2-32GB",
-}
-"""The families whose GPU is one product; checked against the catalog by the tests."""
+INSTANCE_TYPE, INSTANCE_FAMILIES = instance_types.INSTANCE_TYPE, instance_types.INSTANCE_FAMILIES
+"""Kept here for the modules that read them from this one: the instance-type tables of every cloud
+are :mod:`webhook.core.instance_types`."""
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -56,7 +52,7 @@ def nodepool_products(nodepool: Any, catalog: Catalog) -> tuple[str, ...]:
         key = req.get("key")
         values = [v for v in req["values"] if isinstance(v, str)]
         if key == INSTANCE_TYPE:
-            found.extend(INSTANCE_FAMILIES[f] for f in (v.split(".", 1)[0] for v in values) if f in INSTANCE_FAMILIES)
+            found.extend(p for p in map(instance_types.instance_product, values) if p is not None)
         elif key in schemes:
             for value in values:
                 found.extend(catalog.named_products(value, schemes[key]))

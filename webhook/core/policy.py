@@ -15,97 +15,36 @@ to change, with numbers. Codes are stable (scripts and dashboards match on them)
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core import numa, schemes, sizing
+from webhook.core import numa, pinned, schemes, tiering
 from webhook.core.fixes import FIX_BUDGET, fix_line
-from webhook.core.domain import Decision, Fit, GroupAffinity, LabelOption, Placement, Violation, WorkloadProfile
+from webhook.core.domain import MISPLACED, Decision, Fit, GroupAffinity, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, Membership, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, PREFIX, TIER
 from webhook.core.inventory import Inventory
-from webhook.core.nodepools import scalable_values
 from webhook.core.patches import has_group_term
+from webhook.core.placing import (
+    Finding as _Finding,
+    TierChoice as _TierChoice,
+    describe as _describe,
+    evaluate as _evaluate,
+    does_not_fit as _does_not_fit,
+    unavailable as _unavailable,
+    shown_list as _shown_list,
+    shown as _shown,
+    DOES_NOT_FIT, GROUP_DOES_NOT_FIT, INVALID_ANNOTATION, MISSING_SELECTOR, NOT_IN_CLUSTER, NUMA_UNALIGNED, TIER_MISMATCH,
+    TP_EXCEEDS,
+    holds_on,
+    tight_warning,
+)
 from webhook.core.resources import pod_gpus
 from webhook.core.selection import excludes_everywhere, pinned_values
 from webhook.core.settings import MODES, Settings, Tier
+from webhook.core.tiering import is_multi
 from webhook.core.workloads import PodTemplate, join
-
-MISSING_SELECTOR = "missing-homogeneous-selector"
-TIER_MISMATCH = "tier-mismatch"
-TP_EXCEEDS = "tp-exceeds-gpus"
-DOES_NOT_FIT = "model-does-not-fit"
-INVALID_ANNOTATION = "invalid-annotation"
-NOT_IN_CLUSTER = "tier-not-in-cluster"
-GROUP_DOES_NOT_FIT = "group-does-not-fit"
-NUMA_UNALIGNED = "numa-unaligned"
-
-
-@dataclass(frozen=True)
-class _Finding:
-    violation: Violation
-    fixable: bool = False
-    """True when the mutating patch resolves it (so it only counts when mutation is off)."""
-
-
-@dataclass(frozen=True)
-class _TierChoice:
-    tier: Tier | None
-    options: tuple[LabelOption, ...] = ()
-    fits: tuple[Fit, ...] = ()
-    escalated_from: str | None = None
-    present: frozenset[str] | None = None
-    """Label values the cluster has room on (from the inventory); ``None`` when no inventory is known."""
-
-    def usable(self) -> list[str]:
-        """Values that fit the model and, when the inventory is known, exist in the cluster."""
-        return [f.value for f in self.fits if f.fits and (self.present is None or f.value in self.present)]
-
-
-def _is_multi(profile: WorkloadProfile) -> bool:
-    return profile.gpus_per_pod > 1 or (profile.pods > 1 and profile.gpus_per_pod >= 1)
-
-
-def _describe(profile: WorkloadProfile) -> str:
-    """A short human name of the workload for messages, e.g. 'Llama-3.1-70B (70.6B, bf16) at TP4'."""
-    name = profile.model.rsplit("/", 1)[-1] if profile.model else "this workload"
-    facts = []
-    if profile.params_b is not None:
-        facts.append(f"{profile.params_b:g}B")
-    precision = profile.quantization or profile.dtype
-    if precision:
-        facts.append(precision)
-    text = f"{name} ({', '.join(facts)})" if facts else name
-    if profile.tensor_parallel:
-        text += f" at TP{profile.tensor_parallel}"
-        if profile.pipeline_parallel and profile.pipeline_parallel > 1:
-            text += f" x PP{profile.pipeline_parallel}"
-    return text
-
-
-def _fits(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Settings) -> tuple[Fit, ...]:
-    return sizing.fit_options(profile, options, settings.catalog, overhead_gib=settings.overhead_gib,
-                              kv_reserve_gib=settings.kv_reserve_gib, kv_fraction=settings.kv_fraction,
-                              utilization=settings.memory_utilization)
-
-
-def _evaluate(tier: Tier, profile: WorkloadProfile, settings: Settings,
-              inventory: Inventory | None = None) -> _TierChoice:
-    options = settings.catalog.options(tier.products, settings.label_scheme)
-    present = None
-    if inventory is not None:
-        present = inventory.values_with_room(profile.gpus_per_pod) | _policy_scalable(settings)
-    return _TierChoice(tier, options, _fits(profile, options, settings), present=present)
-
-
-def _policy_scalable(settings: Settings) -> frozenset[str]:
-    """Label values of ``inventory.scalableProducts``: present for an autoscaler the API does not show."""
-    if not settings.scalable_products:
-        return frozenset()
-    return frozenset(scalable_values(nodepools=(), products=settings.scalable_products, catalog=settings.catalog,
-                                     scheme=settings.label_scheme))
 
 
 def _absent_tier_warns(choice: _TierChoice, profile: WorkloadProfile, settings: Settings,
@@ -131,7 +70,7 @@ def tier_fits(profile: WorkloadProfile, tier: Tier, settings: Settings) -> tuple
 
 def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Settings,
                  findings: list[_Finding], inventory: Inventory | None) -> _TierChoice:
-    multi = _is_multi(profile)
+    multi = is_multi(profile)
     if profile.tier_override is not None:
         tier = settings.tier(profile.tier_override)
         if tier is None:
@@ -142,18 +81,19 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
                 join(template.pointer, "metadata", "annotations", TIER),
                 fix=f"set annotation {TIER} to one of {names}"[:FIX_BUDGET - len(INVALID_ANNOTATION) - 2])))
         elif multi and not tier.multi_gpu:
+            target, _ = tiering.multi_gpu_tier(profile, settings)
             findings.append(_Finding(Violation(
                 TIER_MISMATCH,
                 f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs x {profile.pods} pods, but tier "
-                f"{tier.name} is for single-GPU work (no NVLink): remove annotation {TIER} or set it to "
-                f"{settings.multi_gpu_tier}",
+                f"{tier.name} is for single-GPU work (multiGpu: false): remove annotation {TIER} or set it to "
+                f"{target}",
                 join(template.pointer, "metadata", "annotations", TIER),
-                fix=f"remove annotation {TIER} or set it to {settings.multi_gpu_tier}")))
+                fix=f"remove annotation {TIER} or set it to {target}", kind=MISPLACED)))
             return _TierChoice(None)
         else:
             return _evaluate(tier, profile, settings, inventory)
     if multi:
-        name = settings.multi_gpu_tier
+        name, _ = tiering.multi_gpu_tier(profile, settings)
     elif profile.params_b is not None:
         name = settings.large_model_tier if profile.params_b > settings.large_model_params_b else settings.small_model_tier
     elif profile.kind in ("embedding", "diffusion"):
@@ -176,243 +116,71 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
     return choice
 
 
-def _min_tp_hint(profile: WorkloadProfile, options: Sequence[LabelOption], settings: Settings) -> str:
-    """Suggest the smallest TP (power of two up to 16) at which some product of the tier fits."""
-    if profile.params_b is None or profile.role == "training":
-        return ""
-    if profile.data_parallel and profile.data_parallel > 1:
-        return ""  # more TP per DP rank multiplies the GPUs: the fit numbers say enough
-    # a checkpoint that is already 8-bit or smaller gains nothing from "use a quantized checkpoint"
-    already = sizing.effective_precision(profile).bytes_per_param <= 1.0
-    quantize = "" if already else ", or use a quantized checkpoint (FP8/AWQ)"
-    start = profile.tensor_parallel or 1
-    tp = start * 2
-    while tp <= 16:
-        trial = replace(profile, tensor_parallel=tp)
-        fitting = [f.value for f in _fits(trial, options, settings) if f.fits]
-        if fitting:
-            return f"; at TP{tp} it fits {fitting[0]}{quantize}"
-        tp *= 2
-    return "; use pipeline parallelism across more pods" + (quantize.replace(", or", " or") if quantize else "")
-
-
-def _does_not_fit(profile: WorkloadProfile, choice: _TierChoice, settings: Settings, path: str,
-                  only: Sequence[Fit] | None = None) -> Violation:
-    fits = list(only if only is not None else choice.fits)
-    assert choice.tier is not None
-    best = max(fits, key=lambda f: f.usable_gib) if fits else None
-    detail = f"; largest is {best.value}: {best.reason}" if best else ""
-    hint = _min_tp_hint(profile, choice.options, settings)
-    tp = re.search(r"at TP(\d+) it fits (\S+)", hint)
-    if tp:
-        fix = f"raise TP to {tp.group(1)} (with {tp.group(1)} GPUs per pod): it fits {tp.group(2)}"
-    elif best is not None and best.need_gib is not None:
-        fix = f"needs {best.need_gib:.0f} GiB per GPU, {best.value} has {best.usable_gib:.0f}: spread it over more GPUs"
-    else:
-        fix = f"no GPU of tier {choice.tier.name} holds it: spread it over more GPUs or pods"
-    return Violation(
-        DOES_NOT_FIT,
-        f"{_describe(profile)} does not fit any GPU of tier {choice.tier.name}{detail}{hint}",
-        path,
-        fix=fix[:FIX_BUDGET - len(DOES_NOT_FIT) - 2],
-    )
-
-
 def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
-               findings: list[_Finding], inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool, str]:
+               findings: list[_Finding], warnings: list[str],
+               inventory: Inventory | None) -> tuple[tuple[str, ...] | None, bool, str]:
     """Label values the pod may land on, whether the pod must be patched to get there, and the
     node label key they are values of (the policy's, or the scheme the user pinned in)."""
     assert choice.tier is not None
     spec_path = template.spec_pointer
+    pin = _pin_of(template, settings)
+    if pin is not None:
+        judged = pinned.judge(profile, template, settings, choice, pin, findings=findings, warnings=warnings,
+                              inventory=inventory)
+        return judged.values, judged.narrow, pin.key
     fitting = choice.usable()
-    fit_by_product: dict[str, bool] = {}
-    for option, fit in zip(choice.options, choice.fits):
-        for product in option.products:
-            fit_by_product[product] = fit.fits
-    pinned = pinned_values(template.spec, settings.label_key)
-    multi = _is_multi(profile)
-    if pinned.values is None:
-        foreign = schemes.foreign_pin(template.spec, settings.catalog, settings.label_scheme)
-        if foreign is not None:
-            values, patch = _foreign_placement(profile, template, settings, choice, findings, foreign, fit_by_product)
-            return values, patch, foreign.key
-    selection_path = join(spec_path, "nodeSelector" if pinned.via_node_selector else "affinity")
-
-    if pinned.values is None:
-        if not fitting:
-            findings.append(_Finding(_unavailable(profile, choice, spec_path, inventory)
-                                     or _does_not_fit(profile, choice, settings, spec_path)))
+    if not fitting:
+        held = [h for h in holds_on(profile, choice.options, settings)
+                if h.fits and (choice.present is None or h.value in choice.present)]
+        if held:  # the weights fit, the policy's margins do not: pin it there, and say so
+            warnings.append(tight_warning(profile, max(held, key=lambda h: h.usable_gib)))
+            fitting = [h.value for h in held]
+        else:
+            violation = (_unavailable(profile, choice, spec_path, inventory)
+                         or _does_not_fit(profile, choice, settings, spec_path))
+            if violation.code == DOES_NOT_FIT and pinned.assumed_training(profile):
+                warnings.append(pinned.assumed_warning(profile, violation))
+                return None, False, settings.label_key
+            findings.append(_Finding(violation))
             return None, False, settings.label_key
-        if multi:
-            findings.append(_Finding(Violation(
-                MISSING_SELECTOR,
-                f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs per pod"
-                + (f" x {profile.pods} pods" if profile.pods > 1 else "")
-                + f" but does not pin {settings.label_key}: add a required nodeAffinity "
-                f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
-                spec_path, fix=fix_line(MISSING_SELECTOR, f"add required nodeAffinity {settings.label_key} In ",
+    if is_multi(profile):
+        findings.append(_Finding(Violation(
+            MISSING_SELECTOR,
+            f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs per pod"
+            + (f" x {profile.pods} pods" if profile.pods > 1 else "")
+            + f" but does not pin {settings.label_key}: add a required nodeAffinity "
+            f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
+            spec_path, fix=fix_line(MISSING_SELECTOR, f"add required nodeAffinity {settings.label_key} In ",
                                     _shown_list(choice, fitting))), fixable=True))
-        return tuple(fitting), True, settings.label_key
-
-    def acceptable(value: str) -> bool:
-        parsed = settings.catalog.parse_label(value, settings.label_scheme)
-        if parsed.product is None or parsed.mig_profile is not None or (parsed.shared and multi):
-            return False
-        return fit_by_product.get(parsed.product, False) and (choice.present is None or value in choice.present)
-
-    rank = {f.value: i for i, f in enumerate(choice.fits)}  # catalog order, so re-judging is stable
-    ordered = sorted(pinned.values, key=lambda v: (rank.get(v, len(rank)), v))
-    good = [v for v in ordered if acceptable(v)]
-    bad = [v for v in ordered if v not in good]
-    if not bad:
-        return tuple(good), False, settings.label_key
-    if good:
-        code = MISSING_SELECTOR if multi else TIER_MISMATCH
-        findings.append(_Finding(Violation(
-            code,
-            f"{_describe(profile)} pins {settings.label_key} to [{', '.join(bad)}] outside tier "
-            f"{choice.tier.name}: keep only [{', '.join(good)}]",
-            selection_path, fix=fix_line(code, f"keep only {settings.label_key} In ", good)), fixable=True))
-        return tuple(good), True, settings.label_key
-    pinned_products = {_product_of(settings, v) for v in bad}
-    if pinned_products <= fit_by_product.keys() and any(fit_by_product[p] for p in pinned_products if p):
-        # the pinned products would hold the model, but the cluster has no room on them
-        findings.append(_Finding(_unavailable(profile, choice, selection_path, inventory, pinned=bad)
-                                 or _does_not_fit(profile, choice, settings, selection_path)))
-        return None, False, settings.label_key
-    if pinned_products <= fit_by_product.keys():
-        # every pinned product belongs to the tier: the model is too big for them, not misplaced
-        unfit = [f for o, f in zip(choice.options, choice.fits) if pinned_products & set(o.products)]
-        findings.append(_Finding(_does_not_fit(profile, choice, settings, selection_path, only=unfit)))
-        return None, False, settings.label_key
-    findings.append(_Finding(_mismatch(profile, template, settings, choice, bad, pinned.via_node_selector,
-                                       selection_path)))
-    return None, False, settings.label_key
+    return tuple(fitting), True, settings.label_key
 
 
-def _mismatch(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
-              bad: Sequence[str], via_node_selector: bool, path: str) -> Violation:
-    """``tier-mismatch`` for a pin outside the tier, with the fix the pin's own field takes: a
-    nodeSelector holds one value (set it to one of them, or remove it and let the webhook pin the
-    tier); an affinity takes the list. The tier annotation is offered only when some tier that the
-    pod may use (a multi-GPU tier for a multi-GPU pod) holds every pinned product."""
-    assert choice.tier is not None
-    key = settings.label_key
-    wanted = [f.value for f in choice.fits if f.fits]  # fitting, present or not: never a placeholder
-    values = _shown_list(choice, choice.usable() or wanted)
-    products = {_product_of(settings, v) for v in bad}
-    multi = _is_multi(profile)
-    holders = [t.name for t in settings.tiers if t.name != choice.tier.name and (t.multi_gpu or not multi)
-               and None not in products and products <= set(t.products)]
-    other = f" (or set annotation {TIER}: {holders[0]} to keep that GPU)" if holders else ""
-    if via_node_selector:
-        fix = fix_line(TIER_MISMATCH, f"tier {choice.tier.name}: drop nodeSelector {key} or set one of ", values)
-        advice = (f"remove nodeSelector {key} and let gpu-admission pin tier {choice.tier.name}, or set it to one of "
-                  f"[{', '.join(values)}]")
-    else:
-        fix = fix_line(TIER_MISMATCH, f"tier {choice.tier.name}: pin {key} In ", values)
-        advice = f"pin {key} In [{', '.join(values)}] instead"
-    if not values:
-        fix = advice = f"remove the {key} pin: no GPU of tier {choice.tier.name} is known to hold it"
-    return Violation(TIER_MISMATCH, f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {key} to "
-                     f"[{', '.join(bad)}]: {advice}{other}", path, fix=fix)
-
-
-def _foreign_placement(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: _TierChoice,
-                       findings: list[_Finding], pin: schemes.ForeignPin,
-                       fit_by_product: Mapping[str, bool]) -> tuple[tuple[str, ...] | None, bool]:
-    """A pin written in another scheme (:mod:`webhook.core.schemes`): judged as the products it
-    names; kept, narrowed in its own scheme, or refused with values of its own scheme. The inventory
-    is indexed by the policy's label, so it is not consulted here."""
-    assert choice.tier is not None
-    named = schemes.products_of(pin, settings.catalog)
-    multi = _is_multi(profile)
-    path = join(template.spec_pointer, "nodeSelector" if pin.via_node_selector else "affinity")
-
-    def acceptable(value: str) -> bool:
-        ids = named[value]
-        return bool(ids) and all(fit_by_product.get(pid, False) for pid in ids)
-
-    good = [v for v in named if acceptable(v)]
-    bad = [v for v in named if v not in good]
-    if not bad:
-        return tuple(good), False
-    if good:
-        findings.append(_Finding(Violation(
-            MISSING_SELECTOR if multi else TIER_MISMATCH,
-            f"{_describe(profile)} pins {pin.key} to [{', '.join(bad)}] outside tier {choice.tier.name}: "
-            f"keep only [{', '.join(good)}]", path,
-            fix=fix_line(MISSING_SELECTOR if multi else TIER_MISMATCH, f"keep only {pin.key} In ", good)), fixable=True))
-        return tuple(good), True
-    fitting_ids = [pid for pid, fits in fit_by_product.items() if fits]
-    offer = schemes.values_for(settings.catalog, pin.scheme, fitting_ids)
-    unknown = [v for v in bad if not named[v]]
-    what = (f" ({', '.join(unknown)}: not a {pin.key} value of any GPU the catalog knows)" if unknown else "")
-    advice = (f"pin {pin.key} to one of [{', '.join(offer)}] instead" if offer else
-              f"no GPU with a {pin.key} label fits tier {choice.tier.name}: remove the {pin.key} pin and let "
-              f"gpu-admission pin {settings.label_key}")
-    if pin.scheme == schemes.INSTANCE_SCHEME and offer:
-        advice = f"pin {pin.key} to an instance type of [{', '.join(offer)}] instead"
-    verb = "to an instance type of " if pin.scheme == schemes.INSTANCE_SCHEME else "to one of "
-    short = (fix_line(TIER_MISMATCH, f"set {pin.key} {verb}", offer) if offer else
-             f"remove the {pin.key} pin; gpu-admission pins {settings.label_key}")
-    findings.append(_Finding(Violation(
-        TIER_MISMATCH,
-        f"{_describe(profile)} belongs on tier {choice.tier.name} but pins {pin.key} to [{', '.join(bad)}]{what}: "
-        f"{advice}", path, fix=short)))
-    return None, False
-
-
-def _unavailable(profile: WorkloadProfile, choice: _TierChoice, path: str, inventory: Inventory | None,
-                 pinned: Sequence[str] = ()) -> Violation | None:
-    """The tier (or the pinned products) would hold the model, but no node of the cluster offers
-    it: say what exists instead of admitting a pod that stays Pending forever."""
-    if inventory is None or choice.tier is None or not any(f.fits for f in choice.fits):
+def _pin_of(template: PodTemplate, settings: Settings) -> pinned.Pin | None:
+    """The product pin the spec writes, in the policy's label or another scheme the catalog knows."""
+    own = pinned_values(template.spec, settings.label_key)
+    catalog = settings.catalog
+    if own.values is not None:
+        return pinned.Pin(settings.label_key, settings.label_scheme,
+                          {v: catalog.named_products(v, settings.label_scheme) for v in own.values},
+                          own.via_node_selector, policy_scheme=True)
+    foreign = schemes.foreign_pin(template.spec, catalog, settings.label_scheme)
+    if foreign is None:
         return None
-    wanted = list(pinned) or [f.value for f in choice.fits if f.fits]
-    return Violation(
-        NOT_IN_CLUSTER,
-        f"{_describe(profile)} needs {profile.gpus_per_pod} GPUs per pod on [{_shown(choice, wanted)}] "
-        f"(tier {choice.tier.name}), but no node of the cluster offers that; the cluster has: "
-        f"{inventory.describe()}. Request fewer GPUs per pod, add such nodes, or choose another tier with "
-        f"annotation {TIER}",
-        path, fix=fix_line(NOT_IN_CLUSTER, "add nodes of ", _shown_list(choice, wanted), " or request fewer GPUs per pod"))
-
-
-def _shown_list(choice: _TierChoice, values: Sequence[str]) -> list[str]:
-    """:func:`_shown` as a list."""
-    shown = _shown(choice, values)
-    return shown.split(", ") if shown else []
-
-
-def _shown(choice: _TierChoice, values: Sequence[str]) -> str:
-    """Values for a message: one spelling per product (legacy label spellings are still pinned by
-    the patch, but listing them in a message only hides the point)."""
-    seen: set[tuple[str, ...]] = set()
-    shown = []
-    wanted = set(values)
-    for option in choice.options:
-        if option.value in wanted and option.products not in seen:
-            seen.add(option.products)
-            shown.append(option.value)
-    return ", ".join(shown)
+    return pinned.Pin(foreign.key, foreign.scheme, schemes.products_of(foreign, catalog), foreign.via_node_selector,
+                      policy_scheme=False)
 
 
 def _node_name(profile: WorkloadProfile, template: PodTemplate, findings: list[_Finding]) -> None:
     """A multi-GPU pod with ``spec.nodeName`` skips the scheduler: its node, and so its GPU product,
     was chosen by hand and cannot be checked at admission. Deny it rather than trust it."""
     node = template.spec.get("nodeName")
-    if not _is_multi(profile) or not isinstance(node, str) or not node:
+    if not is_multi(profile) or not isinstance(node, str) or not node:
         return
     findings.append(_Finding(Violation(
         MISSING_SELECTOR,
         f"{_describe(profile)} sets spec.nodeName={node[:63]!r}, which bypasses the scheduler and the GPU "
         f"product pin: remove nodeName and let the scheduler place the pod on its tier",
         join(template.spec_pointer, "nodeName"), fix="remove spec.nodeName; the scheduler places the pod on its tier")))
-
-
-def _product_of(settings: Settings, value: str) -> str | None:
-    return settings.catalog.parse_label(value, settings.label_scheme).product
 
 
 def _container_path(template: PodTemplate, container: str | None) -> str:
@@ -464,7 +232,7 @@ def _layout(profile: WorkloadProfile) -> str:
 
 
 def _info_warnings(profile: WorkloadProfile, choice: _TierChoice, warnings: list[str]) -> None:
-    if _is_multi(profile) and profile.params_b is None and not any(PREFIX in n for n in profile.notes):
+    if is_multi(profile) and profile.params_b is None and not any(PREFIX in n for n in profile.notes):
         # (inference's own note, when it has one, already says why and how to declare the model)
         warnings.append(
             "cannot tell the model size of this multi-GPU pod, so its memory fit is unchecked: "
@@ -501,7 +269,7 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     findings = [_Finding(p) for p in problems]
     mode = effective_mode(mode, template, settings, warnings)
     if profile.gpus_per_pod <= 0:
-        return _finish(mode, None, None, False, findings, warnings, (), mutate)
+        return _finish(mode, None, None, False, findings, warnings, (), mutate, misplaced=settings.misplaced)
     choice = _absent_tier_warns(_choose_tier(profile, template, settings, findings, inventory), profile, settings,
                                 inventory, warnings)
     values: tuple[str, ...] | None = None
@@ -517,22 +285,22 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
                         f"in its tiers")
         choice = _TierChoice(None)
     if choice.tier is not None:
-        values, patch_needed, key = _placement(profile, template, settings, choice, findings, inventory)
+        values, patch_needed, key = _placement(profile, template, settings, choice, findings, warnings, inventory)
         _node_name(profile, template, findings)
     member = membership(template.labels, template.annotations)
     _parallelism(profile, template, settings, member, findings, warnings)
-    if choice.tier is not None and choice.tier.multi_gpu:
+    if choice.tier is not None and choice.tier.multi_gpu and _has_gpu_links(choice.tier, settings, profile):
         _numa(profile, template, settings, findings, warnings)
     _info_warnings(profile, choice, warnings)
     placement = _placement_of(profile, settings, key, values, choice) if values else None
-    if placement is not None and inventory is not None and _is_multi(profile) and key == settings.label_key:
+    if placement is not None and inventory is not None and is_multi(profile) and key == settings.label_key:
         placement, excluded_now = _avoid_untrusted(placement, template, settings, inventory, warnings)
         patch_needed = patch_needed or excluded_now
     group = _group_affinity(profile, template, settings, member, placement, findings)
     if placement is not None and inventory is not None and profile.pods > 1 and key == settings.label_key:
         _group_fit(profile, template, settings, placement, inventory, findings, warnings)
     return _finish(mode, choice.tier.name if choice.tier else None, placement, patch_needed, findings,
-                   warnings, choice.fits, mutate and settings.mutate, group)
+                   warnings, choice.fits, mutate and settings.mutate, group, misplaced=settings.misplaced)
 
 
 _VENDOR_RESOURCES: Mapping[str, tuple[str, str]] = {"amd.com/": ("AMD", "amd")}
@@ -561,6 +329,14 @@ def _placement_of(profile: WorkloadProfile, settings: Settings, key: str, values
     tier = choice.tier.name if choice.tier else "none"
     reason = f"tier {tier}: {_describe(profile)}, {profile.gpus_per_pod} GPUs per pod{pods}"
     return Placement(key, values, reason=reason, products=products)
+
+
+def _has_gpu_links(tier: Tier, settings: Settings, profile: WorkloadProfile) -> bool:
+    """Does the tier give this pod GPUs joined by NVLink (or Infinity Fabric)? The single-NUMA binding
+    is the NVLink tier's promise; a 7B model at TP2 on two PCIe cards is not held to it."""
+    return any(p in settings.catalog.products and not tiering.over_pcie(settings.catalog.products[p],
+                                                                           profile.gpus_per_pod)
+               for p in tier.products)
 
 
 def _numa(profile: WorkloadProfile, template: PodTemplate, settings: Settings, findings: list[_Finding],
@@ -654,12 +430,17 @@ def _group_fit(profile: WorkloadProfile, template: PodTemplate, settings: Settin
 
 def _finish(mode: str, tier: str | None, placement: Placement | None, patch_needed: bool,
             findings: Sequence[_Finding], warnings: list[str], fits: tuple[Fit, ...], mutate: bool,
-            group: GroupAffinity | None = None) -> Decision:
-    """Apply the mode: fixable findings vanish under mutation; audit turns violations into warnings.
+            group: GroupAffinity | None = None, *, misplaced: str = "warn") -> Decision:
+    """Apply the mode: fixable findings vanish under mutation; misplacements (kind ``misplaced``, not
+    the trap) are admitted with their warning line under ``misplaced: warn``; audit turns violations
+    into warnings.
 
     Without mutation a pod that needed the patch is not pinned, so where it may land is unknown
     (``placement=None``)."""
-    violations = tuple(f.violation for f in findings if not (mutate and f.fixable))
+    found = tuple(f.violation for f in findings if not (mutate and f.fixable))
+    admitted = tuple(v for v in found if misplaced == "warn" and v.kind == MISPLACED and not v.trap)
+    violations = tuple(v for v in found if v not in admitted)
+    warnings = [v.short() for v in admitted] + warnings
     audit = mode == "audit"
     if audit:
         warnings = [v.short() for v in violations] + warnings
@@ -671,6 +452,7 @@ def _finish(mode: str, tier: str | None, placement: Placement | None, patch_need
         tier=tier,
         placement=placement,
         violations=violations,
+        misplaced=admitted,
         warnings=tuple(dict.fromkeys(warnings)),
         fits=fits,
         patch_needed=patch_needed and placement is not None,

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.hardware import Catalog
-from webhook.core.nodepools import INSTANCE_FAMILIES, INSTANCE_TYPE
+from webhook.core.instance_types import INSTANCE_FAMILIES, INSTANCE_TYPE, instance_product
 from webhook.core.selection import pinned_values
 
 INSTANCE_SCHEME = "instance-type"
-"""A pin on ``node.kubernetes.io/instance-type``: the AWS GPU instance families whose GPU is one
-product (:data:`webhook.core.nodepools.INSTANCE_FAMILIES`) name it."""
+"""A pin on ``node.kubernetes.io/instance-type``: the GPU instance types of every cloud whose GPU is
+one product (:func:`webhook.core.instance_types.instance_product`: EC2 families, SageMaker ``ml.``
+types, Azure sizes, OCI shapes, GCE machine types) name it; any other value is unknown here."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,14 @@ def foreign_pin(spec: Mapping[str, Any], catalog: Catalog, policy_scheme: str) -
 def products_of(pin: ForeignPin, catalog: Catalog) -> dict[str, tuple[str, ...]]:
     """Each pinned value -> the catalog products it names in its scheme (``()`` when unknown)."""
     if pin.scheme == INSTANCE_SCHEME:
-        return {value: tuple(p for p in [INSTANCE_FAMILIES.get(value.split(".", 1)[0])] if p and p in catalog.products)
+        return {value: tuple(p for p in [instance_product(value)] if p and p in catalog.products)
                 for value in sorted(pin.values)}
     return {value: catalog.named_products(value, pin.scheme) for value in sorted(pin.values)}
 
 
 def values_for(catalog: Catalog, scheme: str, product_ids: Iterable[str]) -> tuple[str, ...]:
     """One label value per product in ``scheme`` (its first spelling), in the order given; for
-    instance types, the families (``p5.*``): the size part is the user's choice."""
+    instance types, the EC2 families (``p5.*``): the size part is the user's choice."""
     if scheme == INSTANCE_SCHEME:
         wanted = set(product_ids)
         return tuple(f"{family}.*" for family, pid in INSTANCE_FAMILIES.items() if pid in wanted)

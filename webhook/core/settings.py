@@ -55,7 +55,11 @@ class Settings:
     kv_fraction: float
     mixed_nodes: str
     """``exclude``: keep multi-GPU pods off mixed/mislabeled nodes by hostname; ``warn``: only say so."""
-    multi_gpu_tier: str
+    multi_gpu_tier: str | None
+    """``rules.multiGpuTier``: when set, every multi-GPU pod and multi-pod group goes to this tier (the
+    policy's override). ``None`` (the default): where multi-GPU work goes is decided from the numbers
+    (:mod:`webhook.core.tiering`): work whose weights need NVLink-class hardware goes to
+    ``large_model_tier``, smaller work to ``small_model_tier`` when that tier takes multi-GPU pods."""
     large_model_tier: str
     small_model_tier: str
     escalate: bool
@@ -77,6 +81,10 @@ class Settings:
     """Multi-GPU pods on a multi-GPU (NVLink) tier that cannot get CPUs aligned with their GPUs from
     the kubelet (not Guaranteed QoS, fractional CPUs: :mod:`webhook.core.numa`): ``warn`` (default),
     ``deny`` (``numa-unaligned``), ``off``."""
+    misplaced: str = "warn"
+    """A workload that runs where it is pinned, but not where the policy would put it (kind
+    ``misplaced``): ``warn`` admits it with the numbers and the fix, ``deny`` refuses it in enforce.
+    The seed's trap with the way out in the cluster is denied either way (:mod:`webhook.core.tiering`)."""
     updates: str = "judgeChange"
     """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
     (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
@@ -97,6 +105,7 @@ SCHEMA: Mapping[str, Any] = {
         "mode": {"enum": list(MODES)},
         "updates": {"enum": ["judgeChange", "judgeObject"]},
         "numa": {"enum": ["warn", "deny", "off"]},
+        "misplaced": {"enum": ["warn", "deny"]},
         "mutate": {"type": "boolean"},
         "allowAuditAnnotation": {"type": "boolean"},
         "productLabel": {"type": "string", "pattern": r"^([a-z0-9.-]+/)?[A-Za-z0-9._-]+$", "maxLength": 316},
@@ -117,7 +126,7 @@ SCHEMA: Mapping[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "multiGpuTier": _NAME,
+                "multiGpuTier": {"oneOf": [_NAME, {"type": "null"}]},
                 "largeModelTier": _NAME,
                 "smallModelTier": _NAME,
                 "escalate": {"type": "boolean"},
@@ -295,6 +304,8 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
                                 f"of the catalog (known: {', '.join(catalog.products)})")
     rules = doc["rules"]
     for key in ("multiGpuTier", "largeModelTier", "smallModelTier"):
+        if key == "multiGpuTier" and rules.get(key) is None:
+            continue  # decided from the numbers
         if rules[key] not in names:
             raise SettingsError(f"{source}: rules.{key}: {rules[key]!r} is not a tier (tiers: {names})")
     sizing = doc["sizing"]
@@ -315,8 +326,9 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         absent_tier=inventory["absentTier"],
         group_fit=inventory.get("groupFit", "warn"),
         numa=doc.get("numa", "warn"),
+        misplaced=doc.get("misplaced", "warn"),
         scalable_products=scalable,
-        multi_gpu_tier=rules["multiGpuTier"],
+        multi_gpu_tier=rules.get("multiGpuTier"),
         large_model_tier=rules["largeModelTier"],
         small_model_tier=rules["smallModelTier"],
         escalate=bool(rules.get("escalate", True)),

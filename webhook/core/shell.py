@@ -57,6 +57,11 @@ class Invocation:
 
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    stdout: str = ""
+    """The file a ``>``/``>>`` redirection sends the command's output to (as expanded), else ``""``:
+    ``echo '{...}' > ds_config.json`` writes a config the launcher reads later (``launchers.files``)."""
+    stdin: str = ""
+    """The body of a here-document fed to the command (``cat > f <<EOF ... EOF``), as written."""
 
     def env_map(self) -> dict[str, str]:
         """``env`` as a dict, later entries winning."""
@@ -108,9 +113,26 @@ def split_commands(script: str) -> list[str]:
 
     Quote-, comment- and ``$(...)``-aware, one linear pass; an unbalanced quote just runs to the
     end (the container would fail, but we still read what it meant). Backslash-newline
-    continuations must already be joined.
+    continuations must already be joined. A here-document's body (``<<EOF`` up to the line
+    ``EOF``) is data, not commands: it is skipped (:func:`_split_script` keeps it).
+    """
+    return [segment for segment, _body in _split_script(script)]
+
+
+_HEREDOC_RE = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]{1,64})'|\"([^\"\n]{1,64})\"|\\?([^\s;&|<>()'\"]{1,64}))")
+"""``<<EOF``, ``<<-EOF``, ``<< 'EOF'``, ``<<"EOF"``, ``<<\\EOF``: (dash, delimiter in one of three groups)."""
+
+
+def _split_script(script: str) -> list[tuple[str, str]]:
+    """:func:`split_commands` with each command's here-document body (``""`` when it has none).
+
+    POSIX: the body starts on the line after the ``<<WORD`` operator and ends at a line that is
+    exactly ``WORD`` (``<<-``: leading tabs stripped first); quotes around ``WORD`` only turn off
+    expansion in the body, which is kept as written here either way.
     """
     segments: list[str] = []
+    bodies: dict[int, str] = {}
+    pending: list[tuple[str, bool, int]] = []
     start = 0
     i = 0
     n = len(script)
@@ -135,6 +157,16 @@ def split_commands(script: str) -> list[str]:
             depth += 1
         elif depth and c == ")":
             depth -= 1
+        elif not depth and c == "<" and script.startswith("<<", i):
+            if script.startswith("<<<", i):  # a here-string: one word, no body
+                i += 3
+                continue
+            m = _HEREDOC_RE.match(script, i)
+            if m:
+                pending.append((m.group(2) or m.group(3) or m.group(4), bool(m.group(1)), len(segments)))
+                i = m.end()
+                word_start = False
+                continue
         elif not depth and c == "#" and word_start:
             segments.append(script[start:i])
             end = script.find("\n", i)
@@ -144,12 +176,37 @@ def split_commands(script: str) -> list[str]:
             segments.append(script[start:i])
             width = 2 if script[i : i + 2] in ("&&", "||", ";;", "|&") else 1
             i = start = i + width
+            if c == "\n" and pending:
+                i = start = _read_bodies(script, i, pending, bodies)
+                pending = []
             word_start = True
             continue
         word_start = c in " \t\r\n"
         i += 1
     segments.append(script[start:])
-    return [s for s in segments if s.strip()]
+    return [(s, bodies.get(k, "")) for k, s in enumerate(segments) if s.strip()]
+
+
+def _read_bodies(script: str, i: int, pending: list[tuple[str, bool, int]], bodies: dict[int, str]) -> int:
+    """Read the here-document bodies due after the newline before ``i``; return where commands resume.
+
+    Each body goes to the command that opened it (a later one on the same line appends); a body
+    without its closing line runs to the end of the script, as the shell reads it (with a warning).
+    """
+    n = len(script)
+    for delimiter, strip_tabs, owner in pending:
+        lines: list[str] = []
+        while i < n:
+            end = script.find("\n", i)
+            end = n if end < 0 else end
+            line = script[i:end]
+            i = end + 1
+            if (line.lstrip("\t") if strip_tabs else line).rstrip("\r") == delimiter:
+                break
+            lines.append(line.lstrip("\t") if strip_tabs else line)
+        body = "\n".join(lines) + ("\n" if lines else "")
+        bodies[owner] = bodies.get(owner, "") + body
+    return min(i, n)
 
 
 def _skip_quoted(script: str, i: int) -> int:
@@ -427,7 +484,7 @@ def _run_script(script: str, positional: list[str], state: _State) -> None:
     saved = state.positional
     state.positional = positional
     try:
-        for segment in split_commands(_join_continuations(script)):
+        for segment, body in _split_script(_join_continuations(script)):
             if state.words_left <= 0:
                 state.note(f"container script cut at {state.max_tokens} words")
                 return
@@ -436,20 +493,22 @@ def _run_script(script: str, positional: list[str], state: _State) -> None:
                 words = words[: state.words_left]
                 state.note(f"container script cut at {state.max_tokens} words")
             state.words_left -= len(words)
-            _simple_command(words, state, shell=True)
+            _simple_command(words, state, shell=True, stdin=body)
     finally:
         state.positional = saved
 
 
-def _simple_command(words: list[str], state: _State, *, shell: bool) -> None:
+def _simple_command(words: list[str], state: _State, *, shell: bool, stdin: str = "") -> None:
     """One simple command: record assignments/exports, unwrap wrappers, recurse into shells.
 
     ``shell`` is False for the exec form (no shell parses the items, so no keywords, redirections
-    or assignments exist there; ``env A=B`` still does).
+    or assignments exist there; ``env A=B`` still does). ``stdin`` is the command's here-document
+    body: a shell given one without ``-c`` (``bash <<EOF``) runs it as its script.
     """
     assigns: dict[str, str] = {}
+    stdout = ""
     if shell:
-        words = _strip_syntax(words)
+        words, stdout = _strip_syntax(words)
         while words and _ASSIGN_RE.fullmatch(words[0]):
             name, value = _ASSIGN_RE.fullmatch(words[0]).groups()  # type: ignore[union-attr]
             if not is_secret_name(name):
@@ -467,11 +526,21 @@ def _simple_command(words: list[str], state: _State, *, shell: bool) -> None:
     if not words:
         return
     shell_parts = _shell_script(words)
+    if shell_parts is None and stdin and _reads_script_from_stdin(words):
+        shell_parts = (stdin, list(words[:1]))
     if shell_parts is not None and state.nesting < _MAX_NESTING:
         _run_child_shell(*shell_parts, assigns=assigns, state=state)
         return
     env = {**state.exported, **assigns}
-    state.out.append(Invocation(argv=tuple(words), env=tuple(env.items())))
+    state.out.append(Invocation(argv=tuple(words), env=tuple(env.items()), stdout=stdout, stdin=stdin))
+
+
+def _reads_script_from_stdin(words: Sequence[str]) -> bool:
+    """``bash``, ``sh -e``, ``bash -s``: a shell with no ``-c`` and no script file reads stdin."""
+    if not words or words[0].rsplit("/", 1)[-1] not in SHELLS:
+        return False
+    return all(w.startswith(("-", "+")) for w in words[1:]) and not any(
+        not w.startswith("--") and "c" in w[1:] for w in words[1:])
 
 
 def _run_child_shell(script: str, positional: list[str], *, assigns: dict[str, str], state: _State) -> None:
@@ -488,25 +557,39 @@ def _run_child_shell(script: str, positional: list[str], *, assigns: dict[str, s
         state.nesting -= 1
 
 
-def _strip_syntax(words: list[str]) -> list[str]:
-    """Drop shell keywords around a command (``then``, ``do``, ``{``) and redirections."""
+_STDOUT_OPS = frozenset({">", ">>", "1>", "1>>", ">|", "&>", "&>>"})
+"""Redirections whose target file receives the command's standard output."""
+
+
+def _strip_syntax(words: list[str]) -> tuple[list[str], str]:
+    """Drop shell keywords around a command (``then``, ``do``, ``{``) and redirections; also
+    return the file standard output is redirected to (``echo x > f``, ``cat >>f``), else ``""``."""
     i = 0
     while i < len(words) and words[i] in _KEYWORDS:
         i += 1
     out: list[str] = []
     skip_next = False
+    target_next = False
+    stdout = ""
     for word in words[i:]:
         if skip_next:
             skip_next = False
+            if target_next:
+                stdout, target_next = word, False
             continue
         m = _REDIRECT_RE.match(word)
         if m and word[:1] in "0123456789<>&":
+            to_file = m.group() in _STDOUT_OPS
             skip_next = m.end() == len(word)
+            if to_file and skip_next:
+                target_next = True
+            elif to_file:
+                stdout = word[m.end():]
             continue
         out.append(word)
     while out and out[-1] in ("}", ")", "fi", "done", "esac"):
         out.pop()
-    return out
+    return out, stdout
 
 
 def _export(args: Sequence[str], state: _State, *, export: bool) -> None:

@@ -48,6 +48,15 @@ TRAINING_BYTES_PER_PARAM = 16.0
 Activations come on top and are not counted."""
 
 
+def replica_bytes_per_param(profile: WorkloadProfile) -> float:
+    """Bytes per parameter one unsharded training replica holds (what "fits one card" means for
+    training, :mod:`webhook.core.tiering`): the full training state under mixed-precision Adam.
+    A strategy that trains less than every weight (LoRA) holds less; when the profile says so
+    (``training_strategy``), its own figure is used."""
+    own = getattr(profile, "replica_bytes_per_param", None)
+    return float(own) if isinstance(own, (int, float)) and own > 0 else TRAINING_BYTES_PER_PARAM
+
+
 def _norm(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 

@@ -69,7 +69,9 @@ class PodTemplate:
     """What the reader of the kind could not see, reported as warnings."""
     found: str = "kind"
     """How the template was found: ``kind`` (a kind this module knows) or ``generic`` (an unknown
-    kind holding ``containers`` with images, see :func:`generic_templates`)."""
+    kind holding ``containers`` with images, see :func:`generic_templates`); the engine's stand-ins
+    for objects it did not judge say ``unjudged`` (``engine.unjudged``) or ``templated``
+    (``engine.templated``)."""
 
     @property
     def spec_pointer(self) -> str:
