@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli import BAD_POD, run
+from tests.cli.test_cli import run
 
 MESSAGE = "templated: render it first (helm template / envsubst / kustomize)"
 """Written out, not imported: the test fails if the words change."""
@@ -92,6 +92,10 @@ CASES = [
 ]
 
 
+DENIED = deployment('"four"')
+"""What ``check`` still denies (``invalid-gpu-request``): a GPU count that is no number and no template."""
+
+
 def _json(*argv: str, stdin: str | None = None) -> tuple[int, dict[str, Any]]:
     code, out, err = run("check", *argv, "--output", "json", stdin=stdin)
     assert code in (0, 1), err
@@ -159,12 +163,14 @@ def test_junit_shape() -> None:
 
 
 def test_a_stream_with_a_template_and_a_denial_exits_1() -> None:
-    stream = deployment("$GPU_PER_NODE") + "---\n" + BAD_POD + "---\n" + deployment("${GPUS}")
+    """A template is skipped, a quantity that is no number (and no template) is still denied."""
+    stream = deployment("$GPU_PER_NODE") + "---\n" + DENIED + "---\n" + deployment("${GPUS}")
     code, out, _ = run("check", "-", stdin=stream)
     assert code == 1, out
     lines = out.splitlines()
     assert lines[0] == f"SKIP  <stdin>#0  Deployment ai/llama: {MESSAGE}"
-    assert lines[2].startswith("DENY  <stdin>#1  Pod ai/llama-l40s:") and "tier-mismatch" in out
+    assert lines[2].startswith("DENY  <stdin>#1  Deployment ai/llama:")
+    assert lines[3].startswith("      invalid-gpu-request: nvidia.com/gpu limits 'four' is not a quantity")
     assert lines[-1] == "1 checked, 0 allowed, 1 denied, 0 warned, 2 templated (not judged)"
     code, doc = _json("-", stdin=stream)
     assert code == 1 and [r["found"] for r in doc["results"]] == ["templated", "kind", "templated"]
@@ -193,7 +199,7 @@ def test_a_quoted_token_is_redacted() -> None:
 def test_parallel_check_reports_templates_as_serial_does(tmp_path: Path) -> None:
     """check_pool sends slimmed rows between processes: the reason must survive the trip."""
     path = tmp_path / "many.yaml"
-    path.write_text("---\n".join([deployment("$GPU_PER_NODE")] * 199 + [BAD_POD]))
+    path.write_text("---\n".join([deployment("$GPU_PER_NODE")] * 199 + [DENIED]))
     serial = run("check", str(path), "--output", "json", "--jobs", "1")
     parallel = run("check", str(path), "--output", "json", "--jobs", "2")
     assert serial == parallel and serial[0] == 1

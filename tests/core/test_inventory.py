@@ -196,3 +196,50 @@ def test_node_watch_index_follows_events() -> None:
     assert set(watch.current().nodes) == {"l"}
     watch.apply_event("BOOKMARK", {"metadata": {"resourceVersion": "45"}})
     assert set(watch.current().nodes) == {"l"}
+
+
+# ------------------------------------------------------------------ node labels (issue 24, point 5)
+
+
+def labelled(name: str, rv: str, **extra: str) -> dict[str, Any]:
+    n = node(name, A100)
+    n["metadata"] = {**n["metadata"], "resourceVersion": rv, "labels": {**n["metadata"]["labels"], **extra}}
+    return n
+
+
+def test_inventory_keeps_each_nodes_labels_read_only() -> None:
+    (facts,) = fleet(labelled("a", "1", NodeGroupType="gpu-a100")).nodes.values()
+    assert facts.labels["NodeGroupType"] == "gpu-a100" and facts.labels[KEY] == A100
+    with pytest.raises(TypeError):
+        facts.labels["NodeGroupType"] = "other"  # type: ignore[index]
+    assert hash(facts) == hash(facts) and "NodeGroupType" not in repr(facts)
+
+
+def test_saved_nodes_keep_their_labels(tmp_path: Path) -> None:
+    from webhook.cli.inventory import load_file
+
+    saved = tmp_path / "nodes.yaml"
+    saved.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [labelled("a", "1", pool="p1")]}))
+    assert load_file(str(saved), S).nodes["a"].labels["pool"] == "p1"
+
+
+def test_a_label_change_is_a_new_inventory_for_the_verdict_memo() -> None:
+    """The memo answers only for the very inventory object a verdict was computed with, and the
+    watch builds a new one on every node event: a label-only change cannot serve a stale verdict."""
+    from webhook.server.verdict_cache import VerdictCache
+
+    watch = NodeWatch(FakeApi([labelled("a", "1", pool="p1")]), lambda: S)
+    watch.relist()
+    before = watch.current()
+    assert before is not None and before.nodes["a"].labels["pool"] == "p1"
+    watch.apply_event("MODIFIED", labelled("a", "2", pool="p2"))
+    after = watch.current()
+    assert after is not before and after.nodes["a"].labels["pool"] == "p2"
+    assert before.products_for({"nodeSelector": {"pool": "p2"}}).nodes == ()
+    assert after.products_for({"nodeSelector": {"pool": "p2"}}).nodes == ("a",)
+    memo, calls = VerdictCache(), []
+    pod = {**vllm_pod("Qwen/Qwen2.5-7B-Instruct", 1, nodeSelector={"pool": "p2"}),
+           "metadata": {"generateName": "p-", "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}]}}
+    for inventory in (before, before, after):
+        memo.get_or_compute(pod, S, inventory, (), lambda: calls.append(1) or len(calls))
+    assert len(calls) == 2  # computed for `before`, answered from the memo once, computed again for `after`

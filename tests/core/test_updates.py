@@ -2,7 +2,7 @@
 (old verdict, new verdict) pairs, then ``judgeObject`` (every UPDATE judged as new) and the edges.
 
 The objects are real Deployments of a vLLM Llama-3.1-70B TP4 server: compliant when its template
-has no GPU pin (the mutating webhook pins its pods), ``tier-mismatch`` when pinned to L40S,
+has no GPU pin (the mutating webhook pins its pods), ``model-does-not-fit`` when pinned to L4 (33 GiB of weights per GPU on a 24 GB card: cannot work),
 ``tp-exceeds-gpus`` when TP is 8 on 4 GPUs.
 """
 
@@ -42,8 +42,8 @@ def annotated(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 COMPLIANT = deployment()
-PINNED_L40S = deployment(product="NVIDIA-L40S")
-RESTARTED = deployment(product="NVIDIA-L40S",
+PINNED_L4 = deployment(product="NVIDIA-L4")
+RESTARTED = deployment(product="NVIDIA-L4",
                        template_annotations={"kubectl.kubernetes.io/restartedAt": "2026-12-02T05:00:00Z"})
 
 Judged = Callable[[dict[str, Any], Any, settings_mod.Settings], engine.Judgement]
@@ -51,18 +51,18 @@ Judged = Callable[[dict[str, Any], Any, settings_mod.Settings], engine.Judgement
 CASES = [
     # id, old, new, allowed, codes left, pre-existing codes warned
     pytest.param(COMPLIANT, deployment(replicas=5), True, set(), set(), id="compliant-stays-compliant"),
-    pytest.param(COMPLIANT, PINNED_L40S, False, {"tier-mismatch"}, set(), id="update-adds-a-violation"),
-    pytest.param(PINNED_L40S, deployment(product="NVIDIA-L40S", replicas=0), True, set(), {"tier-mismatch"},
+    pytest.param(COMPLIANT, PINNED_L4, False, {"model-does-not-fit"}, set(), id="update-adds-a-violation"),
+    pytest.param(PINNED_L4, deployment(product="NVIDIA-L4", replicas=0), True, set(), {"model-does-not-fit"},
                  id="scale-to-zero-of-a-bad-deployment"),
-    pytest.param(PINNED_L40S, annotated(PINNED_L40S), True, set(), {"tier-mismatch"}, id="metadata-only-update"),
-    pytest.param(PINNED_L40S, RESTARTED, True, set(), {"tier-mismatch"}, id="rollout-restart-template-annotation"),
-    pytest.param(PINNED_L40S, deployment(product="NVIDIA-GeForce-RTX-4090"), True, set(), {"tier-mismatch"},
+    pytest.param(PINNED_L4, annotated(PINNED_L4), True, set(), {"model-does-not-fit"}, id="metadata-only-update"),
+    pytest.param(PINNED_L4, RESTARTED, True, set(), {"model-does-not-fit"}, id="rollout-restart-template-annotation"),
+    pytest.param(PINNED_L4, deployment(product="NVIDIA-GeForce-RTX-4090"), True, set(), {"model-does-not-fit"},
                  id="re-pinned-to-another-wrong-product-same-rule"),
-    pytest.param(PINNED_L40S, COMPLIANT, True, set(), set(), id="update-fixes-the-template"),
-    pytest.param(PINNED_L40S, deployment(product="NVIDIA-L40S", tp=8), False, {"tp-exceeds-gpus"}, {"tier-mismatch"},
+    pytest.param(PINNED_L4, COMPLIANT, True, set(), set(), id="update-fixes-the-template"),
+    pytest.param(PINNED_L4, deployment(product="Tesla-T4", tp=8), False, {"tp-exceeds-gpus"}, {"model-does-not-fit"},
                  id="update-adds-a-second-violation"),
-    pytest.param(None, PINNED_L40S, False, {"tier-mismatch"}, set(), id="no-old-object-judged-as-new"),
-    pytest.param({"kind": "ConfigMap"}, PINNED_L40S, False, {"tier-mismatch"}, set(),
+    pytest.param(None, PINNED_L4, False, {"model-does-not-fit"}, set(), id="no-old-object-judged-as-new"),
+    pytest.param({"kind": "ConfigMap"}, PINNED_L4, False, {"model-does-not-fit"}, set(),
                  id="old-object-without-the-template"),
 ]
 
@@ -85,7 +85,7 @@ def test_judge_change(old: Any, new: dict[str, Any], allowed: bool, left: set[st
 
 def test_every_new_violation_was_denied_before_for_a_new_object() -> None:
     """What a new object is denied for is unchanged: judge_update with no old object is judge."""
-    for obj in (PINNED_L40S, deployment(product="NVIDIA-L40S", tp=8)):
+    for obj in (PINNED_L4, deployment(product="NVIDIA-L4", tp=8)):
         new = engine.judge(obj, settings_mod.default())
         assert engine.judge_update(obj, None, settings_mod.default()).results == new
 
@@ -94,19 +94,19 @@ def judge_object_policy() -> settings_mod.Settings:
     return settings_mod.from_mapping({"updates": "judgeObject"}, source="test")
 
 
-@pytest.mark.parametrize("new", [deployment(product="NVIDIA-L40S", replicas=0), annotated(PINNED_L40S), RESTARTED],
+@pytest.mark.parametrize("new", [deployment(product="NVIDIA-L4", replicas=0), annotated(PINNED_L4), RESTARTED],
                          ids=["scale", "annotate", "restart"])
 def test_judge_object_judges_every_update_as_new(new: dict[str, Any]) -> None:
-    judged = engine.judge_update(new, PINNED_L40S, judge_object_policy())
-    assert codes(judged) == {"tier-mismatch"}
+    judged = engine.judge_update(new, PINNED_L4, judge_object_policy())
+    assert codes(judged) == {"model-does-not-fit"}
     assert not all(r.decision.allowed for r in judged.results)
 
 
 def test_audit_mode_marks_pre_existing_warnings() -> None:
-    judged = engine.judge_update(annotated(PINNED_L40S), PINNED_L40S, settings_mod.default(), mode="audit")
+    judged = engine.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default(), mode="audit")
     (result,) = judged.results
     assert result.decision.allowed and not result.decision.violations
-    assert [w for w in result.decision.warnings if "tier-mismatch" in w][0].startswith("pre-existing tier-mismatch")
+    assert [w for w in result.decision.warnings if "model-does-not-fit" in w][0].startswith("pre-existing model-does-not-fit")
 
 
 def test_unchanged_templates_are_not_judged_again() -> None:
@@ -114,13 +114,13 @@ def test_unchanged_templates_are_not_judged_again() -> None:
 
     def judge_old() -> Any:
         calls.append(1)
-        return engine.judge(PINNED_L40S, settings_mod.default())
+        return engine.judge(PINNED_L4, settings_mod.default())
 
-    new = engine.judge(annotated(PINNED_L40S), settings_mod.default())
-    updates.against_old(new, pod_templates(PINNED_L40S), judge_old)
+    new = engine.judge(annotated(PINNED_L4), settings_mod.default())
+    updates.against_old(new, pod_templates(PINNED_L4), judge_old)
     assert calls == []
-    changed = engine.judge(deployment(product="NVIDIA-L40S", tp=8), settings_mod.default())
-    updates.against_old(changed, pod_templates(PINNED_L40S), judge_old)
+    changed = engine.judge(deployment(product="NVIDIA-L4", tp=8), settings_mod.default())
+    updates.against_old(changed, pod_templates(PINNED_L4), judge_old)
     assert calls == [1]
 
 
@@ -131,9 +131,9 @@ def test_the_policy_field_is_validated() -> None:
 
 
 def test_warning_names_the_code_first_within_kubectls_width() -> None:
-    judged = engine.judge_update(annotated(PINNED_L40S), PINNED_L40S, settings_mod.default())
+    judged = engine.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default())
     warning = next(w for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing"))
-    assert warning[:120].startswith("pre-existing tier-mismatch (admitted: the stored object already has it")
+    assert warning[:120].startswith("pre-existing model-does-not-fit (admitted: the stored object already has it")
 
 
 def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +144,7 @@ def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.Monke
 
     job = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/kubeflow-pytorchjob-llama-70b.yaml").read_text())
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
-        spec["template"]["spec"]["nodeSelector"] = {KEY: "NVIDIA-L40S"}
+        spec["template"]["spec"]["nodeSelector"] = {KEY: "NVIDIA-L4"}
     calls: list[int] = []
     real = updates.against_old
 
@@ -154,7 +154,7 @@ def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.Monke
     monkeypatch.setattr(updates, "against_old", spying)
     judged = engine.judge_update(annotated(job), job, settings_mod.default())
     assert calls == []
-    assert all(r.decision.allowed for r in judged.results) and warned(judged) == {"tier-mismatch"}
+    assert all(r.decision.allowed for r in judged.results) and warned(judged) == {"model-does-not-fit"}
 
 
 # ----------------------------------------------------------------------------- Kueue admission
@@ -179,11 +179,11 @@ def _kueue_job(node_selector: dict[str, str] | None = None, *, queued: bool = Tr
 
 
 @pytest.mark.parametrize(("old", "new", "allowed", "warning"), [
-    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}), True, "kueue-admission tier-mismatch",
+    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L4"}), True, "kueue-admission model-does-not-fit",
                  id="kueue-writes-a-flavor-pin"),
-    pytest.param(_kueue_job(queued=False), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}, queued=False), False,
+    pytest.param(_kueue_job(queued=False), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L4"}, queued=False), False,
                  None, id="not-queued-denied"),
-    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L40S"}, image="vllm/vllm-openai:v0.11.0"),
+    pytest.param(_kueue_job(), _kueue_job({"nvidia.com/gpu.product": "NVIDIA-L4"}, image="vllm/vllm-openai:v0.11.0"),
                  False, None, id="queued-but-more-changed"),
 ])
 def test_kueue_admission_is_never_denied(old: dict[str, Any], new: dict[str, Any], allowed: bool,
@@ -193,4 +193,4 @@ def test_kueue_admission_is_never_denied(old: dict[str, Any], new: dict[str, Any
     if warning:
         assert any(w.startswith(warning) for w in r.decision.warnings)
     else:
-        assert [v.code for v in r.decision.violations] == ["tier-mismatch"]
+        assert [v.code for v in r.decision.violations] == ["model-does-not-fit"]

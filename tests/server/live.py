@@ -67,7 +67,7 @@ def vllm_pod(*flags: str, containers: int = 1, **spec: Any) -> dict[str, Any]:
 TP4 = vllm_pod("--tensor-parallel-size", "4")
 
 
-TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L40S"})
+TP4_L4 = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L4"})  # 33 GiB of weights per 24 GB GPU: cannot work
 
 
 def review(obj: dict[str, Any], uid: str = "uid-1") -> dict[str, Any]:

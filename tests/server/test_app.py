@@ -39,7 +39,7 @@ def vllm_pod(*flags: str, gpus: Any = 4, model: str = "meta-llama/Llama-3.1-70B-
 
 
 TP4 = vllm_pod("--tensor-parallel-size", "4")
-TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L40S"})
+TP4_L4 = vllm_pod("--tensor-parallel-size", "4", nodeSelector={KEY: "NVIDIA-L4"})  # 33 GiB of weights per 24 GB GPU: cannot work
 CPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
            "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
 
@@ -96,7 +96,7 @@ def test_mutate_pins_pod(client: FlaskClient) -> None:
 @pytest.mark.parametrize("obj", [
     pytest.param(CPU_POD, id="cpu-pod"),
     pytest.param(vllm_pod(nodeSelector={KEY: "NVIDIA-A100-SXM4-80GB"}, *["-tp", "4"]), id="already-pinned"),
-    pytest.param(TP4_L40S, id="wrong-tier-not-mutated-not-denied"),
+    pytest.param(TP4_L4, id="wrong-tier-not-mutated-not-denied"),
 ])
 def test_mutate_without_change_sends_no_patch(client: FlaskClient, obj: dict[str, Any]) -> None:
     _, body = post(client, "/mutate", review(obj))
@@ -125,15 +125,16 @@ def test_mutate_respects_policy_switch() -> None:
 
 
 def test_validate_denies_wrong_tier(client: FlaskClient) -> None:
-    status, body = post(client, "/validate", review(TP4_L40S))
+    status, body = post(client, "/validate", review(TP4_L4))
     r = body["response"]
     assert status == 200 and r["uid"] == "uid-123" and r["allowed"] is False
     assert r["status"]["code"] == 403
     msg = r["status"]["message"]
-    assert "tier-mismatch" in msg and "NVIDIA-L40S" in msg and "NVIDIA-A100-SXM4-80GB" in msg
+    assert "model-does-not-fit" in msg and "NVIDIA-L4]" in msg and "NVIDIA-A100-SXM4-80GB" in msg
     assert "Pod ai/llama" in msg and "/spec/nodeSelector" in msg
     assert "patch" not in r
-    assert r["auditAnnotations"]["decision"] == "denied" and r["auditAnnotations"]["violations"] == "tier-mismatch"
+    assert r["auditAnnotations"]["decision"] == "denied" and r["auditAnnotations"]["violations"] == "model-does-not-fit"
+    assert r["auditAnnotations"]["violation-kinds"] == "model-does-not-fit=cannot-work"
 
 
 def test_validate_pod_as_it_arrives(client: FlaskClient) -> None:
@@ -150,18 +151,18 @@ def test_validate_pod_as_it_arrives(client: FlaskClient) -> None:
 
 
 def test_validate_audit_mode_admits_with_warnings(client: FlaskClient) -> None:
-    status, body = post(client, "/validate?mode=audit", review(TP4_L40S))
+    status, body = post(client, "/validate?mode=audit", review(TP4_L4))
     r = body["response"]
     assert status == 200 and r["allowed"] is True and "status" not in r
-    assert r["warnings"] and r["warnings"][0].startswith("tier-mismatch:")
+    assert r["warnings"] and r["warnings"][0].startswith("model-does-not-fit:")
     for w in r["warnings"]:
         assert "\n" not in w and not w.lower().startswith("warning") and len(w) <= 120
 
 
 def test_validate_mode_in_the_path_is_what_a_webhook_configuration_can_use(client: FlaskClient) -> None:
     """kube-apiserver rejects a query string in a webhook's path, so the audit entries call /validate/audit."""
-    assert post(client, "/validate/audit", review(TP4_L40S)) == post(client, "/validate?mode=audit", review(TP4_L40S))
-    assert post(client, "/validate/enforce", review(TP4_L40S)) == post(client, "/validate", review(TP4_L40S))
+    assert post(client, "/validate/audit", review(TP4_L4)) == post(client, "/validate?mode=audit", review(TP4_L4))
+    assert post(client, "/validate/enforce", review(TP4_L4)) == post(client, "/validate", review(TP4_L4))
     status, _ = post(client, "/validate/strict", review(TP4))
     assert status == 404
 
@@ -173,7 +174,7 @@ def test_validate_bad_mode_is_400(client: FlaskClient) -> None:
 
 @pytest.mark.parametrize(("obj", "allowed"), [
     pytest.param(deployment(TP4), True, id="deployment-admitted-as-mutated"),
-    pytest.param(deployment(TP4_L40S), False, id="deployment-denied-at-apply"),
+    pytest.param(deployment(TP4_L4), False, id="deployment-denied-at-apply"),
 ])
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
 def test_validate_workload_templates(client: FlaskClient, obj: dict[str, Any], allowed: bool, operation: str) -> None:
@@ -197,44 +198,44 @@ def scaled(obj: dict[str, Any], replicas: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("new", "old", "allowed", "pre_existing"), [
-    pytest.param(scaled(deployment(TP4_L40S), 0), deployment(TP4_L40S), True, True, id="scale-down-a-bad-deployment"),
-    pytest.param(deployment(TP4_L40S), deployment(TP4), False, False, id="update-that-adds-the-violation"),
-    pytest.param(deployment(TP4), deployment(TP4_L40S), True, False, id="update-that-fixes-it"),
-    pytest.param(scaled(deployment(TP4_L40S), 3), None, False, False, id="no-old-object"),
+    pytest.param(scaled(deployment(TP4_L4), 0), deployment(TP4_L4), True, True, id="scale-down-a-bad-deployment"),
+    pytest.param(deployment(TP4_L4), deployment(TP4), False, False, id="update-that-adds-the-violation"),
+    pytest.param(deployment(TP4), deployment(TP4_L4), True, False, id="update-that-fixes-it"),
+    pytest.param(scaled(deployment(TP4_L4), 3), None, False, False, id="no-old-object"),
 ])
 def test_update_judges_the_change(client: FlaskClient, new: dict[str, Any], old: Any, allowed: bool,
                                   pre_existing: bool) -> None:
     _, body = post(client, "/validate", update_review(new, old))
     r = body["response"]
     assert r["allowed"] is allowed
-    assert any(w.startswith("pre-existing tier-mismatch") for w in r.get("warnings", [])) is pre_existing
+    assert any(w.startswith("pre-existing model-does-not-fit") for w in r.get("warnings", [])) is pre_existing
     if not allowed:
-        assert "tier-mismatch" in r["status"]["message"] and "/spec/template/spec/nodeSelector" in r["status"]["message"]
+        assert "model-does-not-fit" in r["status"]["message"] and "/spec/template/spec/nodeSelector" in r["status"]["message"]
 
 
 def test_status_and_scale_subresources_are_never_denied(client: FlaskClient) -> None:
     for sub in ("status", "scale"):
-        _, body = post(client, "/validate", update_review(deployment(TP4_L40S), deployment(TP4), sub_resource=sub))
+        _, body = post(client, "/validate", update_review(deployment(TP4_L4), deployment(TP4), sub_resource=sub))
         assert body["response"]["allowed"] is True, sub
 
 
 def test_judge_object_policy_denies_the_scale_down() -> None:
     client = create_app(settings_mod.from_mapping({"updates": "judgeObject"}, source="test")).test_client()
-    _, body = post(client, "/validate", update_review(scaled(deployment(TP4_L40S), 0), deployment(TP4_L40S)))
+    _, body = post(client, "/validate", update_review(scaled(deployment(TP4_L4), 0), deployment(TP4_L4)))
     assert body["response"]["allowed"] is False
 
 
 def test_validate_dry_run_same_decision(client: FlaskClient) -> None:
-    _, wet = post(client, "/validate", review(TP4_L40S))
-    _, dry = post(client, "/validate", review(TP4_L40S, dry_run=True))
+    _, wet = post(client, "/validate", review(TP4_L4))
+    _, dry = post(client, "/validate", review(TP4_L4, dry_run=True))
     assert wet == dry
 
 
 @pytest.mark.parametrize(("obj", "operation", "kind"), [
     pytest.param(CPU_POD, "CREATE", "Pod", id="no-gpus"),
-    pytest.param(TP4_L40S, "DELETE", "Pod", id="delete"),
-    pytest.param(TP4_L40S, "CONNECT", "Pod", id="connect"),
-    pytest.param(TP4_L40S, "UPDATE", "Pod", id="pod-update-immutable-selection"),
+    pytest.param(TP4_L4, "DELETE", "Pod", id="delete"),
+    pytest.param(TP4_L4, "CONNECT", "Pod", id="connect"),
+    pytest.param(TP4_L4, "UPDATE", "Pod", id="pod-update-immutable-selection"),
     pytest.param({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, "CREATE", "ConfigMap",
                  id="other-kind"),
     pytest.param(None, "DELETE", "Pod", id="null-object"),
@@ -245,7 +246,7 @@ def test_allowed_at_once(client: FlaskClient, obj: Any, operation: str, kind: st
 
 
 def test_mode_annotation_only_where_allowed() -> None:
-    obj = vllm_pod("-tp", "4", nodeSelector={KEY: "NVIDIA-L40S"}, annotations={"gpu-admission.io/mode": "audit"})
+    obj = vllm_pod("-tp", "4", nodeSelector={KEY: "NVIDIA-L4"}, annotations={"gpu-admission.io/mode": "audit"})
     strict = create_app(settings_mod.default()).test_client()
     _, body = post(strict, "/validate", review(obj))
     assert body["response"]["allowed"] is False
@@ -320,13 +321,13 @@ def test_get_on_webhook_is_405(client: FlaskClient) -> None:
 
 def test_decision_log_line_without_secrets(client: FlaskClient, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="gpu_admission"):
-        post(client, "/validate", review(TP4_L40S, uid="uid-log"))
+        post(client, "/validate", review(TP4_L4, uid="uid-log"))
     (rec,) = [r for r in caplog.records if getattr(r, "event", None) == "decision"]
     from webhook.server.logs import JsonFormatter
     line = json.loads(JsonFormatter().format(rec))
     for field in ("uid", "namespace", "name", "kind", "operation", "mode", "allowed", "codes", "tier", "latency_ms"):
         assert field in line, field
-    assert line["uid"] == "uid-log" and line["allowed"] is False and line["codes"] == ["tier-mismatch"]
+    assert line["uid"] == "uid-log" and line["allowed"] is False and line["codes"] == ["model-does-not-fit"]
     assert line["name"] == "llama" and line["logger"] == "gpu_admission.decision"
     assert all(SECRET not in JsonFormatter().format(r) for r in caplog.records)
 
@@ -334,14 +335,14 @@ def test_decision_log_line_without_secrets(client: FlaskClient, caplog: pytest.L
 def test_health_and_metrics(client: FlaskClient) -> None:
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 200
-    post(client, "/validate", review(TP4_L40S))
-    post(client, "/validate", review(TP4_L40S, dry_run=True))
+    post(client, "/validate", review(TP4_L4))
+    post(client, "/validate", review(TP4_L4, dry_run=True))
     post(client, "/mutate", review(TP4))
     client.post("/validate", data=b"", content_type="application/json")
     text = client.get("/metrics").get_data(as_text=True)
     assert 'gpu_admission_requests_total{allowed="false",dry_run="false",endpoint="validate",mode="enforce"} 1.0' in text
     assert 'gpu_admission_requests_total{allowed="false",dry_run="true",endpoint="validate",mode="enforce"} 1.0' in text
-    assert 'gpu_admission_violations_total{code="tier-mismatch"} 2.0' in text
+    assert 'gpu_admission_violations_total{code="model-does-not-fit"} 2.0' in text
     assert 'gpu_admission_request_duration_seconds_bucket{endpoint="mutate",le="0.0005"}' in text
     assert 'le="10.0"' in text
     assert 'gpu_admission_errors_total{status="400"} 1.0' in text
@@ -353,13 +354,13 @@ def test_config_reload_good_and_bad(tmp_path: Path) -> None:
     cfg.write_text("mode: enforce\n")
     live = LiveSettings(cfg, interval=0.0)
     client = create_app(live).test_client()
-    assert post(client, "/validate", review(TP4_L40S))[1]["response"]["allowed"] is False
+    assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is False
     time.sleep(0.01)
     cfg.write_text("mode: audit\n")
-    assert post(client, "/validate", review(TP4_L40S))[1]["response"]["allowed"] is True
+    assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is True
     time.sleep(0.01)
     cfg.write_text("mode: [broken\n")
-    assert post(client, "/validate", review(TP4_L40S))[1]["response"]["allowed"] is True  # last good kept
+    assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is True  # last good kept
     ready = client.get("/readyz").get_json()
     assert "policy_reload_error" in ready
     text = client.get("/metrics").get_data(as_text=True)
@@ -368,7 +369,7 @@ def test_config_reload_good_and_bad(tmp_path: Path) -> None:
     assert "gpu_admission_config_valid 0.0" in text
     time.sleep(0.01)
     cfg.write_text("mode: enforce\n")
-    assert post(client, "/validate", review(TP4_L40S))[1]["response"]["allowed"] is False
+    assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is False
     assert "gpu_admission_config_valid 1.0" in client.get("/metrics").get_data(as_text=True)
 
 

@@ -147,19 +147,20 @@ UNFIXABLE = [
      "nodeName skips the scheduler, so no affinity can hold it"),
     ("nodename-with-correct-pin", vllm(nodeName="l40s-node-7", nodeSelector={KEY: A100}),
      "missing-homogeneous-selector", "the kubelet does not check node affinity against nodeName's node"),
-    ("explicit-wrong-pin", vllm(nodeSelector={KEY: L40S}), "tier-mismatch", "never silently overridden"),
-    ("other-label-only", vllm(nodeSelector={"node.kubernetes.io/instance-type": "g6e.12xlarge"}), "tier-mismatch",
-     "an instance type (L40S) is read as the product pin it is (issue 15): pinning the product label beside it "
+    # a pin to a GPU that cannot hold the model (Llama-3.1-70B bf16 at TP4: 33 GiB of weights per GPU on a
+    # 24 GB L4) is denied in every spelling; a pin that only leaves the tier (L40S) is a misplacement:
+    # admitted with a warning offline, denied when the cluster offers NVLink GPUs (tests/core/test_verdict_kinds.py)
+    ("explicit-unfit-pin", vllm(nodeSelector={KEY: L4}), "model-does-not-fit", "never silently overridden"),
+    ("other-label-only", vllm(nodeSelector={"node.kubernetes.io/instance-type": "g6.12xlarge"}), "model-does-not-fit",
+     "an instance type (4x L4) is read as the product pin it is (issue 15): pinning the product label beside it "
      "made a pod no node could take"),
-    ("wrong-pin-in-affinity", vllm(affinity=terms([expr(KEY, "In", L40S)])), "tier-mismatch", ""),
-    ("audit-annotation-not-allowed", vllm(nodeSelector={KEY: L40S}, metadata={"annotations": {
-        "gpu-admission.io/mode": "audit"}}), "tier-mismatch", "allowAuditAnnotation is false by default"),
-    ("off-annotation", vllm(nodeSelector={KEY: L40S}, metadata={"annotations": {"gpu-admission.io/mode": "off"}}),
-     "tier-mismatch", "there is no 'off' for pods"),
-    ("single-gpu-tier-annotation", vllm(metadata={"annotations": {"gpu-admission.io/tier": "cost"}}), "tier-mismatch",
-     "a 4-GPU pod cannot choose the no-NVLink tier"),
-    ("tiny-params-annotation-on-l40s", vllm(nodeSelector={KEY: L40S}, metadata={"annotations": {
-        "gpu-admission.io/params": "1B"}}), "tier-mismatch", "multi-GPU work belongs on the NVLink tier whatever its size"),
+    ("unfit-pin-in-affinity", vllm(affinity=terms([expr(KEY, "In", L4)])), "model-does-not-fit", ""),
+    ("audit-annotation-not-allowed", vllm(nodeSelector={KEY: L4}, metadata={"annotations": {
+        "gpu-admission.io/mode": "audit"}}), "model-does-not-fit", "allowAuditAnnotation is false by default"),
+    ("off-annotation", vllm(nodeSelector={KEY: L4}, metadata={"annotations": {"gpu-admission.io/mode": "off"}}),
+     "model-does-not-fit", "there is no 'off' for pods"),
+    ("tier-annotation-naming-no-tier", vllm(metadata={"annotations": {"gpu-admission.io/tier": "gold"}}),
+     "invalid-annotation", "a tier that does not exist is not a way around the policy"),
 ]
 
 
@@ -173,7 +174,7 @@ def test_unfixable_tricks_are_denied_before_and_after_mutation(client: FlaskClie
 
 
 def test_audit_annotation_softens_only_where_the_policy_allows_it() -> None:
-    obj = vllm(nodeSelector={KEY: L40S}, metadata={"annotations": {"gpu-admission.io/mode": "audit"}})
+    obj = vllm(nodeSelector={KEY: L4}, metadata={"annotations": {"gpu-admission.io/mode": "audit"}})
     strict = create_app(SETTINGS).test_client()
     r = call(strict, "/validate", obj)
     assert r["allowed"] is False and any("gpu-admission.io/mode=audit ignored" in w for w in r["warnings"]), r
@@ -209,5 +210,5 @@ def test_workload_templates_are_judged_as_their_pods_will_be(client: FlaskClient
         return client.post("/validate", json=body).get_json()["response"]
 
     assert judge(deployment(vllm(affinity=terms([expr(KEY, "NotIn", L4)]))))["allowed"] is True
-    assert judge(deployment(vllm(nodeSelector={KEY: L40S})))["allowed"] is False
+    assert judge(deployment(vllm(nodeSelector={KEY: L4})))["allowed"] is False
     assert judge(deployment(vllm(nodeName="l40s-node-7")))["allowed"] is False

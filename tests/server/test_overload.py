@@ -26,12 +26,12 @@ from webhook.server.app import create_app
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.overload import QUEUED_AT
 
-TP4_L40S = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
+TP4_L4 = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L4"})
 
 
 def post(client: Any, path: str, waited: float | None) -> Any:
     environ = {QUEUED_AT: time.monotonic() - waited} if waited is not None else {}
-    return client.post(path, json=live_review(TP4_L40S, uid="uid-q"), environ_base=environ)
+    return client.post(path, json=live_review(TP4_L4, uid="uid-q"), environ_base=environ)
 
 
 @pytest.mark.parametrize("path", ["/mutate", "/validate", "/validate/audit"])
@@ -132,7 +132,7 @@ def test_a_connection_idle_before_its_first_request_is_not_shed(start_server: St
     sock = server.tls_socket()
     try:
         time.sleep(1.0)  # connected and handshaken, nothing sent yet
-        body = encode(live_review(TP4_L40S, uid="uid-late"))
+        body = encode(live_review(TP4_L4, uid="uid-late"))
         sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         data = b""
@@ -157,11 +157,11 @@ def test_idle_handshaken_connections_do_not_hold_the_threads(start_server: Start
             idle.append(server.tls_socket(timeout=5))  # the handshake completes: no thread is stuck
         for _ in range(6):
             started = time.monotonic()
-            status, doc = once(server, "POST", "/validate", encode(live_review(TP4_L40S, uid="uid-busy")))
+            status, doc = once(server, "POST", "/validate", encode(live_review(TP4_L4, uid="uid-busy")))
             assert status == 200 and doc["response"]["uid"] == "uid-busy"
             assert time.monotonic() - started < 2.0
         # and an idle connection that finally sends its request is served
-        body = encode(live_review(TP4_L40S, uid="uid-late-idle"))
+        body = encode(live_review(TP4_L4, uid="uid-late-idle"))
         idle[0].sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                         + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         data = b""

@@ -34,7 +34,7 @@ import pytest
 from webhook.cli import certs
 
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
-    CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L40S,
+    CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L4,
     client_context, der, encode, free_port, handshake_in_memory, live_workers, metric_samples, once,
     permissive_server, replace_file, request_json, review, run_serve, until_consecutive, vllm_pod,
     wait_workers, write_policy,
@@ -60,15 +60,15 @@ def test_round_trip_over_one_keep_alive_connection(server: Server) -> None:
         status, doc, _ = request_json(conn, "POST", "/validate", encode(review(pinned, uid="uid-pinned")))
         assert status == 200 and doc["response"]["uid"] == "uid-pinned" and doc["response"]["allowed"] is True
 
-        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L40S, uid="uid-deny")))
+        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L4, uid="uid-deny")))
         r = doc["response"]
         assert status == 200 and r["uid"] == "uid-deny" and r["allowed"] is False
-        assert r["status"]["code"] == 403 and "tier-mismatch" in r["status"]["message"]
+        assert r["status"]["code"] == 403 and "model-does-not-fit" in r["status"]["message"]
 
-        status, doc, _ = request_json(conn, "POST", "/validate?mode=audit", encode(review(TP4_L40S, uid="uid-audit")))
+        status, doc, _ = request_json(conn, "POST", "/validate?mode=audit", encode(review(TP4_L4, uid="uid-audit")))
         r = doc["response"]
         assert status == 200 and r["uid"] == "uid-audit" and r["allowed"] is True and "status" not in r
-        assert r["warnings"] and r["warnings"][0].startswith("tier-mismatch:")
+        assert r["warnings"] and r["warnings"][0].startswith("model-does-not-fit:")
 
         # all four answers came over the one TCP connection (one TLS handshake), as kube-apiserver expects
         assert conn.sock is sock and conn.sock.getsockname() == local
@@ -89,7 +89,7 @@ def test_metrics_count_every_request_across_both_workers(server: Server) -> None
                 try:
                     for i in range(per_connection):
                         uid = f"m-{round_}-{t}-{c}-{i}"
-                        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L40S, uid=uid)))
+                        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L4, uid=uid)))
                         with lock:
                             results.append((status, uid, doc["response"]["uid"]))
                 finally:
@@ -136,7 +136,7 @@ def test_metrics_count_every_request_across_both_workers(server: Server) -> None
                   if labels.get("endpoint") == "validate"]
         assert counts == [float(n)]
         violations = [v for labels, v in metric_samples(text, "gpu_admission_violations_total")
-                      if labels.get("code") == "tier-mismatch"]
+                      if labels.get("code") == "model-does-not-fit"]
         assert violations == [float(n)]
 
 
@@ -150,7 +150,7 @@ class RequestLoop(threading.Thread):
         self.stop = threading.Event()
         self.requests = self.connections = 0
         self.failures: list[str] = []
-        self.body = encode(review(TP4_L40S, uid="uid-loop"))
+        self.body = encode(review(TP4_L4, uid="uid-loop"))
 
     def run(self) -> None:
         conn: http.client.HTTPSConnection | None = None
@@ -257,7 +257,7 @@ def test_half_written_rotation_before_a_workers_first_connection(server: Server,
 
 
 def verdict(server: Server) -> tuple[bool, Any]:
-    status, doc = once(server, "POST", "/validate", encode(review(TP4_L40S)))
+    status, doc = once(server, "POST", "/validate", encode(review(TP4_L4)))
     assert status == 200, doc
     return doc["response"]["allowed"], doc["response"]
 
@@ -303,7 +303,7 @@ def test_policy_reload_good_then_broken(start_server: StartServer, tmp_path: Pat
                       "both workers saw the broken file", k=1)
     for _ in range(CONSECUTIVE):  # the last good policy (audit) stays in force everywhere
         allowed, response = verdict(server)
-        assert allowed is True and response["warnings"][0].startswith("tier-mismatch:")
+        assert allowed is True and response["warnings"][0].startswith("model-does-not-fit:")
         assert broken_reported(server)[0]
     text = metrics_text(server)
     assert "gpu_admission_config_valid 0.0" in text
@@ -533,7 +533,7 @@ def post_reading_early(server: Server, headers: dict[str, str], chunks: Iterable
 
 def padded_review(size: int) -> bytes:
     """A valid AdmissionReview of exactly ``size`` bytes (padding in the request's options)."""
-    doc = review(TP4_L40S, uid="uid-padded")
+    doc = review(TP4_L4, uid="uid-padded")
     doc["request"]["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": ""}
     pad = size - len(encode(doc))
     assert pad >= 0

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
-    Pki, Server, StartServer, TP4_L40S, client_context, encode, handshake_in_memory, permissive_server,
+    Pki, Server, StartServer, TP4_L4, client_context, encode, handshake_in_memory, permissive_server,
     request_json, review, wait_ready, wait_workers,
 )
 from webhook.server.gunicorn.tls import CIPHERS, build_context
@@ -93,7 +93,7 @@ def attempt(server: Server, ctx: ssl.SSLContext) -> tuple[int, Any] | Exception:
     so a refusal can surface at the first read as well as in the handshake."""
     conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
     try:
-        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L40S, uid="uid-mtls")))
+        status, doc, _ = request_json(conn, "POST", "/validate", encode(review(TP4_L4, uid="uid-mtls")))
         return status, doc
     except (ssl.SSLError, OSError, http.client.HTTPException) as exc:
         return exc

@@ -13,7 +13,7 @@ from tests.server.test_app import KEY, client, post, review  # noqa: F401  (clie
 WORKFLOW = {
     "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "serve", "namespace": "ai"},
     "spec": {"entrypoint": "serve", "templates": [{
-        "name": "serve", "nodeSelector": {KEY: "NVIDIA-L40S"},
+        "name": "serve", "nodeSelector": {KEY: "NVIDIA-L4"},
         "container": {"image": "vllm/vllm-openai:v0.10.1",
                       "command": ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"],
                       "resources": {"limits": {"nvidia.com/gpu": 4}}}}]}}
@@ -25,7 +25,7 @@ def test_a_registered_argo_workflow_is_judged_by_shape(client: FlaskClient) -> N
     status, body = post(client, "/validate", review(WORKFLOW, group="argoproj.io", version="v1alpha1"))
     response = body["response"]
     assert status == 200 and response["allowed"] is False
-    assert "tier-mismatch" in response["status"]["message"]
+    assert "model-does-not-fit" in response["status"]["message"]
     assert "/spec/templates/0/nodeSelector" in response["status"]["message"]
 
 

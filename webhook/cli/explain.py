@@ -79,9 +79,13 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
         if row.result.patch:
             out.append(f"  the mutating webhook adds {len(row.result.patch)} patch op(s) pinning {settings.label_key}")
         for v in d.violations:
-            out.append(f"  {v.code}: {v.message}")
+            why = "the seed's trap: the cluster offers NVLink GPUs" if v.trap else v.kind
+            out.append(f"  {v.code} [{why}, denies in {d.mode}]: {v.message}")
+        for v in d.misplaced:
+            out.append(f"  {v.code} [misplaced, admitted under misplaced: warn]: {v.message}")
+        shown = [*d.violations, *d.misplaced]
         for w in d.warnings:
-            if not any(w in (v.short(), f"{v.code}: {v.message}") for v in d.violations):
+            if not any(w in (v.short(), f"{v.code}: {v.message}") for v in shown):
                 out.append(f"  warning: {w}")
         out.append("")
     return "\n".join(out)

@@ -51,6 +51,7 @@ def result_json(row: Row) -> dict[str, JSON]:
         "patch": list(r.patch),
         "warnings": list(d.warnings),
         "violations": [v.public() for v in d.violations],
+        "misplaced": [v.public() for v in d.misplaced],
     })
     if is_templated(row):  # the places that are still a template, for people and tools alike
         out["reason"] = "; ".join(r.template.notes)

@@ -9,6 +9,12 @@ so it can read them as the kubelet will: ``envFrom`` sources first (in order, wi
 that is not in the input stays a reference (reported as unknown, as before). Only a copy is
 changed: the patch applies to the object as written, and its ops never touch ``env``.
 
+ConfigMap *volumes* are files a launcher may read (a DeepSpeed JSON, an accelerate YAML): the files a
+container mounts from a ConfigMap of the input are put on its copy under :data:`FILES` (mount path ->
+text), where ``launchers.files`` finds them, the way the kubelet lays them out: every key as a file
+in ``mountPath`` (or the ``items`` it lists, at their ``path``), ``subPath`` mounting one of them at
+``mountPath`` itself; ``projected`` volumes likewise.
+
 Pure: a pod spec and a lookup in, a pod spec out.
 """
 
@@ -24,6 +30,11 @@ Lookup = Callable[[str], Mapping[str, str] | None]
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 MAX_ENTRIES = 256
 """Entries taken from one envFrom source: a ConfigMap of thousands of keys adds no model flag."""
+FILES = "gpu-admission.io/configmap-files"
+"""Key of the mounted-file map on a container copy: no Kubernetes field can have this name, and the
+copy is only read (the patch applies to the object as written)."""
+MAX_FILES = 64
+MAX_FILE_CHARS = 256 * 1024
 
 
 def data_of(configmap: Any) -> Mapping[str, str] | None:
@@ -39,18 +50,80 @@ def materialize(spec: Mapping[str, Any], lookup: Lookup) -> Mapping[str, Any]:
     copy; ``spec`` itself when nothing refers to a ConfigMap that ``lookup`` knows)."""
     changed = False
     out = dict(spec)
+    volumes = _configmap_volumes(spec.get("volumes"))
     for field in ("initContainers", "containers"):
         items = spec.get(field)
         if not isinstance(items, list):
             continue
-        new = [_container(c, lookup) if isinstance(c, Mapping) else c for c in items]
+        new = [_container(c, lookup, volumes) if isinstance(c, Mapping) else c for c in items]
         if any(a is not b for a, b in zip(new, items)):
             out[field] = new
             changed = True
     return out if changed else spec
 
 
-def _container(container: Mapping[str, Any], lookup: Lookup) -> Mapping[str, Any]:
+def _container(container: Mapping[str, Any], lookup: Lookup,
+               volumes: Mapping[str, list[Mapping[str, Any]]] | None = None) -> Mapping[str, Any]:
+    out = _env_container(container, lookup)
+    files = _mounted_files(container, lookup, volumes or {})
+    if not files:
+        return out
+    out = dict(out)
+    out[FILES] = files
+    return out
+
+
+def _configmap_volumes(value: Any) -> dict[str, list[Mapping[str, Any]]]:
+    """Volume name -> its ConfigMap sources (``configMap``, or each ``projected`` source's)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for volume in value[:MAX_ENTRIES] if isinstance(value, list) else ():
+        if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
+            continue
+        sources: list[Mapping[str, Any]] = []
+        if isinstance(volume.get("configMap"), Mapping):
+            sources.append(volume["configMap"])
+        projected = volume.get("projected")
+        if isinstance(projected, Mapping) and isinstance(projected.get("sources"), list):
+            sources += [src["configMap"] for src in projected["sources"][:MAX_ENTRIES]
+                        if isinstance(src, Mapping) and isinstance(src.get("configMap"), Mapping)]
+        if sources:
+            out[volume["name"]] = sources
+    return out
+
+
+def _mounted_files(container: Mapping[str, Any], lookup: Lookup,
+                   volumes: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, str]:
+    """Mount path -> text of every ConfigMap file of the input this container mounts."""
+    mounts = container.get("volumeMounts")
+    files: dict[str, str] = {}
+    for mount in mounts[:MAX_ENTRIES] if isinstance(mounts, list) and volumes else ():
+        if not isinstance(mount, Mapping) or not isinstance(mount.get("mountPath"), str):
+            continue
+        sub = mount.get("subPath") if isinstance(mount.get("subPath"), str) else ""
+        root = mount["mountPath"].rstrip("/") or "/"
+        for source in volumes.get(mount.get("name"), ()) if isinstance(mount.get("name"), str) else ():
+            data = lookup(source["name"]) if isinstance(source.get("name"), str) else None
+            for rel, text in _layout(source, data or {}).items():
+                path = root if sub else f"{root.rstrip('/')}/{rel}"
+                if (not sub or rel == sub) and len(files) < MAX_FILES:
+                    files[path] = text[:MAX_FILE_CHARS]
+    return files
+
+
+def _layout(source: Mapping[str, Any], data: Mapping[str, str]) -> dict[str, str]:
+    """Relative file path -> text of one ConfigMap source: its ``items`` when listed, else every key."""
+    items = source.get("items")
+    if not isinstance(items, list):
+        return dict(list(data.items())[:MAX_FILES])
+    out: dict[str, str] = {}
+    for item in items[:MAX_FILES]:
+        if isinstance(item, Mapping) and isinstance(item.get("key"), str) and item["key"] in data:
+            path = item.get("path") if isinstance(item.get("path"), str) else item["key"]
+            out[path] = data[item["key"]]
+    return out
+
+
+def _env_container(container: Mapping[str, Any], lookup: Lookup) -> Mapping[str, Any]:
     env = container.get("env")
     env_list = env if isinstance(env, list) else []
     added: list[dict[str, str]] = []

@@ -49,6 +49,22 @@ class LaunchSpec:
     quantization: str | None = None
     kv_cache_dtype: str | None = None
     gpu_memory_utilization: float | None = None
+    training_strategy: str | None = None
+    """How a training launch lays weights, gradients and optimizer state over its GPUs, when the
+    launcher, its flags or its config say so (``ddp``, ``fsdp``, ``zero-3``, ``megatron``, ...: the
+    keys of ``training_memory.STRATEGIES``); ``None`` when nothing visible says."""
+    strategy_source: str | None = None
+    """Where ``training_strategy`` was read (``deepspeed config zero_optimization.stage=3``), or why
+    it could not be (``--deepspeed /cfg/ds.json is not in the input``)."""
+    training_offload: str | None = None
+    """``optimizer`` (optimizer state and gradients on CPU/NVMe, ZeRO-Offload) or ``all`` (weights
+    too: ZeRO-Infinity ``offload_param``, FSDP ``offload_params``); ``None``: on the GPU."""
+    distributed_optimizer: bool | None = None
+    """Megatron's distributed optimizer (``--use-distributed-optimizer``, NeMo
+    ``distributed_fused_adam``); ``None`` when not visible."""
+    peft: str | None = None
+    """Adapters trained on a frozen base: ``lora`` (16-bit base), ``lora-8bit`` or ``qlora`` (4-bit
+    base), from ``--use_peft``, ``--lora_r``, ``--load_in_4bit`` and friends."""
     hidden: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     """Facts worth a warning that are not violations (e.g. ``args cut at 256 items``)."""
@@ -113,6 +129,19 @@ class WorkloadProfile:
     """Data-parallel ranks in this pod when the launcher states it (vLLM ``--data-parallel-size-local``)."""
     dp_attention: bool = False
     """SGLang ``--enable-dp-attention``: attention runs data-parallel over the TP ranks."""
+    training_strategy: str | None = None
+    """Training only: the memory layout :mod:`training_memory` sizes (``ddp``, ``fsdp``, ``zero-1``,
+    ``zero-2``, ``zero-3``, ``megatron``, ...), from the launch or annotation
+    ``gpu-admission.io/training-strategy``; ``None`` = unknown, sized fully sharded (the optimistic
+    bound, so a "does not fit" stays certain) with the assumption said in the fit's reason."""
+    strategy_source: str | None = None
+    """Where ``training_strategy`` was read, or why it could not be (for reasons and notes)."""
+    training_offload: str | None = None
+    """``optimizer`` or ``all`` when the config moves model states to CPU/NVMe (see ``LaunchSpec``)."""
+    distributed_optimizer: bool | None = None
+    """Megatron's distributed optimizer; ``None`` = not visible (sized as on, the smaller figure)."""
+    peft: str | None = None
+    """``lora``, ``lora-8bit`` or ``qlora``: a frozen base at its own precision plus small adapters."""
 
     def public(self) -> dict[str, JSON]:
         """The stable JSON shape of ``profile`` in ``check --output json``."""

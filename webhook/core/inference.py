@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import launchers, models, sizing
+from webhook.core import launchers, models, sizing, training_memory
 from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
 from webhook.core.groups import declared_size
 from webhook.core.resources import pod_gpus
@@ -24,6 +24,9 @@ PARAMS = PREFIX + "params"
 TENSOR_PARALLEL = PREFIX + "tensor-parallel"
 TIER = PREFIX + "tier"
 MODE = PREFIX + "mode"
+TRAINING_STRATEGY = PREFIX + "training-strategy"
+"""The training strategy, when the launch does not show it (a torchrun script that wraps its model
+in FSDP itself): one of ``training_memory.STRATEGIES``; it makes the pod a training pod."""
 
 AUTO_SHARDING = frozenset({"tgi", "nim"})
 """Launchers that shard over every visible GPU when no TP is given."""
@@ -126,6 +129,31 @@ def _tp_annotation(template: PodTemplate, problems: list[Violation]) -> int | No
         _annotation_path(template, TENSOR_PARALLEL),
     ))
     return None
+
+
+_STRATEGY_FIELDS = ("training_strategy", "strategy_source", "training_offload", "distributed_optimizer", "peft")
+
+
+def _strategy(template: PodTemplate, launch: LaunchSpec | None, leader: WorkloadProfile | None,
+              problems: list[Violation]) -> dict[str, Any]:
+    """The training-strategy fields of the profile: the annotation, else the launch's (a worker that
+    runs no launcher of its own takes its leader's)."""
+    source: Any = launch if launch is not None else leader
+    out = {name: getattr(source, name, None) for name in _STRATEGY_FIELDS} if source is not None else {}
+    text = template.annotations.get(TRAINING_STRATEGY)
+    if text is None:
+        return out
+    value = text.strip().lower()
+    if value not in training_memory.STRATEGIES:
+        names = ", ".join(training_memory.STRATEGIES)
+        problems.append(Violation(
+            "invalid-annotation",
+            f"annotation {TRAINING_STRATEGY}={text[:40]!r} names no training strategy: use one of {names}",
+            _annotation_path(template, TRAINING_STRATEGY),
+        ))
+        return out
+    out.update(training_strategy=value, strategy_source=f"annotation {TRAINING_STRATEGY}")
+    return out
 
 
 def _group_pods(template: PodTemplate, launch: LaunchSpec | None) -> int:
@@ -243,12 +271,16 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         pp = 1
 
     role = launch.role if launch else (leader.role if inherited and leader else None)
+    strategy = _strategy(template, launch, leader if inherited else None, problems)
+    if TRAINING_STRATEGY in template.annotations and strategy.get("training_strategy"):
+        role = "training"  # stating how training memory is laid out states that the pod trains
     dtype = launch.dtype if launch else (leader.dtype if inherited and leader else None)
     quantization = (launch.quantization if launch else None) or (info.name_quantization if info else None)
     if inherited and leader is not None:
         quantization = quantization or leader.quantization
     native = info.native_dtype if info else None
-    bpp = sizing.bytes_per_param(dtype=dtype, quantization=quantization, native_dtype=native, role=role)
+    bpp = sizing.bytes_per_param(dtype=dtype, quantization=quantization, native_dtype=native, role=role,
+                                 peft=strategy.get("peft"))
     gpus_used = _gpus_used(launch if not inherited else None, tp, pp, dp, gpu_req.gpus, pods)
     parallel = _expert_data_parallel(launch, leader if inherited else None, tp, dp)
     kind = (getattr(launch, "kind", None) if launch else (leader.kind if inherited and leader else None)) \
@@ -279,7 +311,11 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         tier_override=template.annotations.get(TIER),
         container=container,
         **parallel,
+        **strategy,
     )
+    note = training_memory.assumption_note(prof)
+    if note is not None:
+        prof = replace(prof, notes=prof.notes + (note,))
     return Inferred(prof, tuple(problems))
 
 

@@ -93,8 +93,8 @@ PRODUCT_KEYS: frozenset[str] = frozenset({
 })
 """Keys whose values name GPU products (or machines): an ``Exists`` on them only says "a node with a
 GPU" (or, for the instance type, "any node"), never which product."""
-EVERY_NODE_KEYS: frozenset[str] = frozenset({"kubernetes.io/hostname", INSTANCE_TYPE})
-"""Keys every node carries: an ``Exists`` on them selects every node."""
+EVERY_NODE_KEYS: frozenset[str] = frozenset({"kubernetes.io/hostname", INSTANCE_TYPE, "beta.kubernetes.io/instance-type"})
+"""Keys every node carries (the kubelet writes them): an ``Exists`` on them selects every node."""
 
 POSITIVE = frozenset({"In", "Exists", "Gt", "Lt"})
 

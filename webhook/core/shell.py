@@ -191,7 +191,7 @@ def _read_bodies(script: str, i: int, pending: list[tuple[str, bool, int]], bodi
     """Read the here-document bodies due after the newline before ``i``; return where commands resume.
 
     Each body goes to the command that opened it (a later one on the same line appends); a body
-    without its closing line runs to the end of the script, as the shell reads it (with a warning).
+    without its closing line runs to the end of the script, as the shell reads it.
     """
     n = len(script)
     for delimiter, strip_tabs, owner in pending:
@@ -527,7 +527,7 @@ def _simple_command(words: list[str], state: _State, *, shell: bool, stdin: str 
         return
     shell_parts = _shell_script(words)
     if shell_parts is None and stdin and _reads_script_from_stdin(words):
-        shell_parts = (stdin, list(words[:1]))
+        shell_parts = (stdin, [])
     if shell_parts is not None and state.nesting < _MAX_NESTING:
         _run_child_shell(*shell_parts, assigns=assigns, state=state)
         return

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from webhook.core import models
+from webhook.core import models, training_memory
 from webhook.core.domain import Fit, LabelOption, WorkloadProfile
 from webhook.core.hardware import (
     DEFAULT_ALLREDUCE_US,
@@ -54,7 +54,9 @@ def replica_bytes_per_param(profile: WorkloadProfile) -> float:
     A strategy that trains less than every weight (LoRA) holds less; when the profile says so
     (``training_strategy``), its own figure is used."""
     own = getattr(profile, "replica_bytes_per_param", None)
-    return float(own) if isinstance(own, (int, float)) and own > 0 else TRAINING_BYTES_PER_PARAM
+    if isinstance(own, (int, float)) and own > 0:
+        return float(own)
+    return training_memory.replica_bytes(profile)  # 16, or a PEFT job's frozen base + adapters
 
 
 def _norm(name: str) -> str:
@@ -106,12 +108,14 @@ _NO_DECODE_KINDS = frozenset({"embedding", "diffusion", "vision"})
 
 
 def bytes_per_param(*, dtype: str | None, quantization: str | None, native_dtype: str | None = None,
-                    role: str | None = None) -> float:
+                    role: str | None = None, peft: str | None = None) -> float:
     """Bytes one parameter occupies on the GPU, from what the launcher and the model say.
 
     Precedence, most specific first:
 
-    1. ``role == "training"``: 16 (weights, grads and Adam state), whatever the dtype.
+    1. ``role == "training"``: 16 (weights, grads and Adam state), whatever the dtype; with ``peft``
+       (``lora``, ``lora-8bit``, ``qlora``) the frozen base's bytes plus the trainable adapters'
+       share (:mod:`training_memory`). Either is the whole model's, before any sharding.
     2. A recognised ``quantization`` (``awq``, ``fp8``, ``gguf-q4_k_m``, ...): its table value.
     3. A quantized ``native_dtype`` (``fp8`` DeepSeek-V3, ``mxfp4`` gpt-oss, ``nvfp4``): the
        checkpoint's format. ``--dtype`` does not undo it: serving engines keep quantized checkpoint
@@ -123,7 +127,7 @@ def bytes_per_param(*, dtype: str | None, quantization: str | None, native_dtype
     guessed small, so memory is never under-counted for a scheme this table does not know.
     """
     if role == "training":
-        return TRAINING_BYTES_PER_PARAM
+        return _peft_bytes(peft, dtype) if peft in training_memory.PEFT_BASE_BYTES else TRAINING_BYTES_PER_PARAM
     if quantization is not None and _norm(quantization) not in _NO_QUANT:
         q = _norm(quantization)
         if q in _QUANT_BYTES:
@@ -232,8 +236,25 @@ def effective_precision(profile: WorkloadProfile) -> Precision:
     return rule
 
 
+def _peft_bytes(peft: str | None, dtype: str | None) -> float:
+    """A PEFT job's whole-model bytes per parameter: frozen base + adapters at 16 B (unsharded)."""
+    base = training_memory.PEFT_BASE_BYTES[peft or "lora"]
+    if peft == "lora" and dtype == "fp32":
+        base = 4.0
+    return base + training_memory.LORA_TRAINABLE_SHARE * TRAINING_BYTES_PER_PARAM
+
+
+_PEFT_PRECISION = {"lora": "", "lora-8bit": "int8", "qlora": "nf4"}
+
+
 def _precision_by_rules(profile: WorkloadProfile) -> Precision:
     if profile.role == "training":
+        peft = getattr(profile, "peft", None)
+        if peft in training_memory.PEFT_BASE_BYTES:
+            name = _PEFT_PRECISION[peft] or profile.dtype or "bf16"
+            return Precision(name, _peft_bytes(peft, profile.dtype),
+                             f"training {peft}: frozen base + {training_memory.LORA_TRAINABLE_SHARE:.1%} trainable "
+                             f"adapters with their Adam state")
         return Precision(profile.dtype or "bf16", TRAINING_BYTES_PER_PARAM,
                          "training: 16-bit weights and grads, fp32 Adam state")
     ignored = ""
@@ -455,10 +476,13 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
       (frameworks.md counts that as not fitting); a share proportional to the weights buys the same
       number of cached tokens whatever the TP size (both the weights and the KV cache are split by
       TP x PP), and the floor keeps small models honest.
-    * Training (``role == "training"``): 16 bytes/param spread over every GPU of the job
-      (``gpus_per_pod x pods``), i.e. it assumes ZeRO-3/FSDP-style sharding of weights, grads and
-      optimizer state and ignores activations: an optimistic bound, so a "does not fit" is certain
-      while a "fits" is only plausible. No KV room, no decode estimate.
+    * Training (``role == "training"``): the model states per GPU of the job's strategy
+      (:func:`training_memory.per_gpu`: DDP 16 B/param on every GPU, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N,
+      ZeRO-3/FSDP 16/N, Megatron over TP x PP, LoRA/QLoRA a frozen base plus adapters), activations
+      not counted. A strategy that is not visible is sized fully sharded over every GPU of the job
+      (``gpus_per_pod x pods``), the smallest figure, and the reason says so with what plain DDP
+      would need: a "does not fit" is then still certain and a "fits" only plausible, so no denial
+      rests on the assumption. No KV room, no decode estimate.
     * Precision (inference): a product whose compute capability runs the checkpoint's precision
       neither natively nor by a path the framework documents does not fit, whatever its memory; the
       reason says why (:func:`precision_support`). A documented fallback is named in the reason.
@@ -487,34 +511,31 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     bpp = profile.bytes_per_param
     if bpp is None:
         bpp = effective_precision(profile).bytes_per_param
-    if training:
-        bpp = max(bpp, TRAINING_BYTES_PER_PARAM)
     tp = max(1, profile.tensor_parallel or 1)
     pp = max(1, profile.pipeline_parallel or 1)
     split = None if training else weight_split(params, profile.active_params_b)
     layout = None
-    if training:
-        shards = max(1, profile.gpus_per_pod) * max(1, profile.pods)
-        share_b = params / shards
+    memory = training_memory.per_gpu(profile) if training else None
+    if memory is not None:
+        weights = params * 1e9 * memory.bytes_per_param / GIB
     else:
-        shards = tp * pp
         layout = weight_layout(profile)
         if split is not None and layout.expert_shards != layout.dense_shards:
             share_b = split.dense_b / layout.dense_shards + split.experts_b / layout.expert_shards
         else:
             layout = None
-            share_b = params / shards
-
-    weights = share_b * 1e9 * bpp / GIB
+            share_b = params / (tp * pp)
+        weights = share_b * 1e9 * bpp / GIB
     kv = 0.0 if training else max(kv_reserve_gib, kv_fraction * weights)
     need = weights + overhead_gib + kv
     fits = need <= usable and support.offered
 
     head = f"needs {_n(need)} GiB per GPU"
     capacity = f"of {_n(usable)} usable ({_n(spec.memory_gib)} x {util:g})"
-    if training:
+    if memory is not None:
         reason = (f"{head} ({_n(weights)} weights+grads+optimizer + {_n(overhead_gib)} overhead) {capacity}; "
-                  f"{_n(params)}B x {bpp:g} B/param over {shards} GPUs, activations not counted")
+                  f"{_n(params)}B x {memory.layout}{_training_said(memory, params, overhead_gib)}, "
+                  f"activations not counted")
     elif layout is not None and split is not None:
         reason = (f"{head} ({_n(weights)} weights + {_n(overhead_gib)} overhead + {_n(kv)} KV) {capacity}; "
                   f"{_n(params)}B x {bpp:g} B/param: {_n(split.experts_b)}B experts over {layout.experts_over}, "
@@ -537,6 +558,18 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     return Fit(value=option.value, fits=fits, need_gib=need, usable_gib=usable, decode_ms=decode, reason=reason)
 
 
+def _training_said(memory: training_memory.TrainingMemory, params: float, overhead_gib: float) -> str:
+    """`` (read from accelerate --use_fsdp)`` or ``; strategy unknown: assumed ...; under plain DDP it
+    needs 121 GiB per GPU``: where the strategy came from, or what was assumed and what it would cost."""
+    text = f" (read from {memory.source})" if memory.source and not memory.assumed else ""
+    if memory.assumed:
+        text += f"; {memory.assumed}"
+        if memory.otherwise is not None:
+            text += (f"; {memory.otherwise_label} it needs {_n(params * 1e9 * memory.otherwise / GIB + overhead_gib)}"
+                     f" GiB per GPU")
+    return text
+
+
 def _precision_name(profile: WorkloadProfile) -> str:
     return _precision_by_rules(profile).name
 
@@ -547,7 +580,8 @@ def _sizing_key(profile: WorkloadProfile) -> tuple[object, ...]:
     return (profile.params_b, profile.active_params_b, profile.dtype, profile.quantization, profile.bytes_per_param,
             profile.tensor_parallel, profile.pipeline_parallel, profile.gpus_per_pod, profile.pods, profile.role,
             profile.kind, profile.layers, profile.gpu_memory_utilization, profile.framework, profile.data_parallel,
-            profile.expert_parallel, profile.dp_attention, native_dtype(profile))
+            profile.expert_parallel, profile.dp_attention, native_dtype(profile), profile.training_strategy,
+            profile.strategy_source, profile.training_offload, profile.distributed_optimizer, profile.peft)
 
 
 _FITS: dict[tuple[object, ...], tuple[Fit, ...]] = {}

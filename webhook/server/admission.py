@@ -114,6 +114,12 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
     codes = sorted({v.code for r in results for v in r.decision.violations})
     if codes:
         out["violations"] = ",".join(codes)
+    # each finding's kind (issue 24): cannot-work denies, misplaced warns unless the policy says
+    # deny, trap is a misplacement denied because the cluster offers the way out
+    kinds = sorted({f"{v.code}={'trap' if v.trap else v.kind}" for r in results
+                    for v in (*r.decision.violations, *r.decision.misplaced)})
+    if kinds:
+        out["violation-kinds"] = ",".join(kinds)
     message = full_message(results)
     if message:
         out["message"] = message
@@ -127,7 +133,9 @@ def full_message(results: Sequence[TemplateResult]) -> str:
     for r in results:
         where = f"[{r.template.template}] " if r.template.template else ""
         parts += [f"{where}{v.code}: {v.message} (at {v.path or '/'})" for v in r.decision.violations]
-        echoed = {v.short() for v in r.decision.violations}
+        parts += [f"{where}{v.code} (misplaced, admitted): {v.message} (at {v.path or '/'})"
+                  for v in r.decision.misplaced]
+        echoed = {v.short() for v in (*r.decision.violations, *r.decision.misplaced)}
         parts += [f"{where}{w}" for w in r.decision.warnings if w not in echoed]
     return "; ".join(dict.fromkeys(parts))
 

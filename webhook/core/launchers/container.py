@@ -12,6 +12,7 @@ import marshal
 from dataclasses import replace
 from typing import Any
 
+from webhook.core.configmaps import FILES
 from webhook.core.container_env import is_secret_name
 from webhook.core.domain import LaunchSpec
 from webhook.core.launchers.context import Ctx, context, with_argvs
@@ -23,7 +24,7 @@ from webhook.core.shell import Invocation, invocations
 from webhook.core.verdicts import MARSHAL_VERSION
 
 
-READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle")
+READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle", "workingDir", FILES)
 """Every container field the parse reads (``context``, ``invocations``, the image fallback): the
 memo key of :func:`parse_container`. A field read below must be listed here."""
 
@@ -144,6 +145,10 @@ def finish_spec(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
         if isinstance(value, str) and any(s in value for s in ctx.secret_values):
             changes[name] = None
             all_notes.append(f"{name} withheld: it contains the value of a secret-named variable")
+    source = getattr(spec, "strategy_source", None)
+    if isinstance(source, str):  # names a config path, which may hold an expanded env value
+        changes["strategy_source"] = ("(withheld: it names the value of a secret-named variable)"
+                                      if any(s in source for s in ctx.secret_values) else _redact(source, ctx.env_values))
     changes["hidden"] = tuple(_redact(h, ctx.env_values) for h in spec.hidden)
     changes["notes"] = tuple(_redact(n, ctx.env_values) for n in all_notes)
     return replace(spec, **changes)

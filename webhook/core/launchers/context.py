@@ -9,10 +9,12 @@ runs (postStart hook included).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from webhook.core.configmaps import FILES
 from webhook.core.container_env import container_env, env_sources, is_secret_name
+from webhook.core.launchers.files import mounted, written_files
 from webhook.core.launchers.values import INT_RE
 from webhook.core.shell import Invocation, invocations
 
@@ -38,6 +40,11 @@ class Ctx:
     """Values of withheld variables: checked once more before a spec leaves this package."""
     env_values: tuple[str, ...] = ()
     """Every literal env value long enough to recognise, longest first, for redaction."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Files the container can read that the input shows: mounted from a ConfigMap of the input
+    (``configmaps.FILES``) or written by its own script (``launchers.files``), path -> text."""
+    workdir: str = ""
+    """The container's ``workingDir``: where relative paths of its command line point."""
 
 
 EMPTY_CTX = Ctx(env={}, unknown=frozenset(), sources={}, env_from=(), withheld=frozenset())
@@ -52,6 +59,7 @@ def context(container: Mapping[str, Any]) -> Ctx:
     secrets = tuple(literal[name] for name in withheld if len(literal[name]) >= 4)
     withheld |= {name for name, value in literal.items() if any(s in value for s in secrets)}
     image = container.get("image")
+    workdir = container.get("workingDir")
     return Ctx(
         env={k: v for k, v in literal.items() if k not in withheld},
         unknown=frozenset(h for h in hidden if not h.startswith("envFrom ") and h not in resolved),
@@ -61,6 +69,8 @@ def context(container: Mapping[str, Any]) -> Ctx:
         image=image[:512] if isinstance(image, str) else "",
         secret_values=tuple(literal[name] for name in withheld if len(literal[name]) >= 4),
         env_values=tuple(sorted({v for v in literal.values() if len(v) >= 8}, key=len, reverse=True)),
+        files=mounted(container.get(FILES)),
+        workdir=workdir[:1024] if isinstance(workdir, str) else "",
     )
 
 
@@ -101,13 +111,16 @@ def _resource_field_ref(item: Any) -> Mapping[str, Any] | None:
 
 
 def with_argvs(ctx: Ctx, runs: Sequence[Invocation], container: Mapping[str, Any]) -> Ctx:
-    """Add every command line (including a postStart exec hook) for parsers that look across them."""
+    """Add every command line (including a postStart exec hook) for parsers that look across them,
+    and the files the command lines write (a written file shadows a mounted one of the same path)."""
     argvs = [run.argv for run in runs]
     hook = _post_start_command(container)
     if hook is not None:
         extra, _ = invocations({"command": hook, "env": container.get("env")}, ctx.env)
         argvs.extend(run.argv for run in extra)
-    return replace(ctx, argvs=tuple(argvs))
+    written = written_files(runs)
+    files = {**ctx.files, **written} if written else ctx.files
+    return replace(ctx, argvs=tuple(argvs), files=files)
 
 
 def _post_start_command(container: Mapping[str, Any]) -> Any:

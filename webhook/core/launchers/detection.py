@@ -38,10 +38,12 @@ from webhook.core.launchers.serving import (
 )
 from webhook.core.launchers.spec import Parser, Spec
 from webhook.core.launchers.training import (
+    TRL_COMMANDS,
     parse_accelerate,
     parse_deepspeed,
     parse_nemo_cli,
     parse_torchrun,
+    parse_trl,
     read_script_args,
     script_parser,
 )
@@ -55,6 +57,9 @@ class Launcher:
     role: str
     parse: Parser
     subcommand: tuple[str, ...] = ()
+    commands: frozenset[str] = frozenset()
+    """When not empty: the first word must be one of these (``trl sft``, ``trl dpo``); it is not
+    passed to the parser."""
 
 
 _VLLM_SERVE = Launcher("vllm", "inference", parse_vllm_serve, ("serve",))
@@ -102,6 +107,7 @@ LAUNCHERS: dict[str, Launcher] = {
     "deepspeed": _DEEPSPEED,
     "deepspeed.launcher.runner": _DEEPSPEED,
     "nemo": Launcher("nemo", "training", parse_nemo_cli),
+    "trl": Launcher("trl", "training", parse_trl, commands=TRL_COMMANDS),
 }
 
 _DLC_SUFFIX = r"(?:-(?:cu[0-9]{2,4}|gpu|tpu|cpu|rocm)[\w.-]{0,128})?"
@@ -150,6 +156,8 @@ def detect(argv: Sequence[str], image: str = "") -> tuple[Launcher, tuple[str, .
         return None
     name, rest, path = prog
     launcher = LAUNCHERS.get(name)
+    if launcher is not None and launcher.commands:
+        return (launcher, tuple(rest[1:])) if rest and rest[0] in launcher.commands else None
     if launcher is not None:
         k = len(launcher.subcommand)
         if tuple(rest[:k]) == launcher.subcommand:

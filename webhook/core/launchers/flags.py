@@ -289,27 +289,48 @@ TORCHRUN_FLAGS = _table(
 )
 
 ACCELERATE_FLAGS = _table(
+    # accelerate src/accelerate/commands/launch.py (launch_command_parser)
     ("--num-processes", "total_procs", V),
     ("--num-machines", "nnodes", V),
     ("--mixed-precision", "mixed_precision", V),
     ("--config-file", "config", V),
     ("--megatron-lm-tp-degree", "tensor_parallel", V),
     ("--megatron-lm-pp-degree", "pipeline_parallel", V),
+    # the training strategy (launchers.strategy)
+    ("--multi-gpu", "multi_gpu", B),
+    ("--use-deepspeed", "use_deepspeed", B),
+    ("--use-fsdp", "use_fsdp", B),
+    ("--use-megatron-lm", "use_megatron_lm", B),
+    ("--zero-stage", "zero_stage", V),
+    ("--deepspeed-config-file", "deepspeed_config_file", V),
+    ("--offload-optimizer-device", "offload_optimizer_device", V),
+    ("--offload-param-device", "offload_param_device", V),
+    ("--fsdp-sharding-strategy", "fsdp_sharding_strategy", V),
+    ("--fsdp-reshard-after-forward", "fsdp_reshard_after_forward", V),
+    ("--fsdp-offload-params", "fsdp_offload_params", V),
+    ("--megatron-lm-use-distributed-optimizer", "megatron_distributed_optimizer", V),
     (
         "--machine-rank --main-process-ip --main-process-port --gpu-ids --dynamo-backend "
-        "--deepspeed-config-file --zero-stage --num-cpu-threads-per-process --rdzv-backend "
-        "--deepspeed-multinode-launcher --fsdp-sharding-strategy --fsdp-auto-wrap-policy "
+        "--num-cpu-threads-per-process --rdzv-backend "
+        "--deepspeed-multinode-launcher --fsdp-auto-wrap-policy "
         "--fsdp-transformer-layer-cls-to-wrap --fsdp-state-dict-type --fsdp-backward-prefetch "
-        "--fsdp-offload-params --gradient-accumulation-steps --gradient-clipping "
-        "--offload-optimizer-device --offload-param-device --max-restarts --monitor-interval",
+        "--gradient-accumulation-steps --gradient-clipping --fsdp-version "
+        "--max-restarts --monitor-interval",
         "", V,
     ),
     (
-        "--multi-gpu --use-deepspeed --use-fsdp --use-megatron-lm --cpu -m --module --no-python "
+        "--use-xpu --cpu -m --module --no-python "
         "--debug -q --quiet --same-network --enable-cpu-affinity",
         "", B,
     ),
 )
+
+TRL_FLAGS = {
+    # trl/cli: what the TRL script does not take goes to ``accelerate launch``; --accelerate_config
+    # names a file or one of the configs TRL ships (trl/cli/accelerate_config.py)
+    **ACCELERATE_FLAGS,
+    **_table(("--accelerate-config", "accelerate_config", V)),
+}
 
 DEEPSPEED_FLAGS = _table(
     ("--num-gpus", "procs_per_node", V),
@@ -338,6 +359,24 @@ SCRIPT_FLAGS = _table(
     ("--torch-dtype", "dtype", V),
     ("--bf16", "bf16", OB),
     ("--fp16", "fp16", OB),
+    # the training strategy (launchers.strategy): transformers TrainingArguments --deepspeed (a path
+    # or inline JSON; DeepSpeed's add_config_arguments makes it a bare switch beside
+    # --deepspeed_config), --fsdp / --fsdp_config; DeepSpeed-Chat --zero_stage, Megatron-DeepSpeed
+    # --zero-stage; Megatron-LM --use-distributed-optimizer
+    ("--deepspeed", "deepspeed", V),
+    ("--deepspeed-config --deepscale-config", "deepspeed_config", V),
+    ("--zero-stage", "zero_stage", V),
+    ("--fsdp", "fsdp", V),
+    ("--fsdp-config", "fsdp_config", V),
+    ("--use-distributed-optimizer", "distributed_optimizer", B),
+    # PEFT: TRL ModelConfig (--use_peft, --lora_r, --load_in_4bit, --load_in_8bit), peft's examples
+    # (--use_peft_lora, --use_4bit_quantization), LLaMA-Factory (--finetuning_type, --quantization_bit)
+    ("--use-peft --use-peft-lora --use-lora", "use_peft", OB),
+    ("--lora-r --lora-rank", "lora_r", V),
+    ("--load-in-4bit --use-4bit-quantization", "load_in_4bit", OB),
+    ("--load-in-8bit --use-8bit-quantization", "load_in_8bit", OB),
+    ("--quantization-bit", "quantization_bit", V),
+    ("--finetuning-type", "finetuning_type", V),
 )
 
 GENERIC_ENV = ("MODEL_ID", "HF_MODEL_ID", "MODEL_NAME", "MODEL", "MODEL_PATH")

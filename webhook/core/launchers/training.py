@@ -1,9 +1,11 @@
-"""Training-launcher parsers: torchrun, accelerate, deepspeed, the NeMo CLI and the script they run.
+"""Training-launcher parsers: torchrun, accelerate, deepspeed, TRL's CLI, the NeMo CLI and the
+script they run.
 
 A training launcher decides how many processes run (per node, nodes); the script it starts says
-which model and how it is split (Megatron/NeMo TP/PP/EP flags, Hydra overrides, dtype).
-``read_script_args`` also tells ``detection`` whether a bare ``python script.py`` is a Megatron
-or NeMo job.
+which model and how it is split (Megatron/NeMo TP/PP/EP flags, Hydra overrides, dtype). Both say
+how memory is laid out (DeepSpeed, FSDP, DDP, Megatron, LoRA): ``strategy.settle`` reads that from
+the two together. ``read_script_args`` also tells ``detection`` whether a bare ``python script.py``
+is a Megatron or NeMo job.
 """
 
 from __future__ import annotations
@@ -11,17 +13,24 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from webhook.core.launchers import files, strategy
 from webhook.core.launchers.flags import (
     ACCELERATE_FLAGS,
     DEEPSPEED_FLAGS,
     HYDRA_KEYS,
     SCRIPT_FLAGS,
     TORCHRUN_FLAGS,
+    TRL_FLAGS,
 )
 from webhook.core.launchers.programs import base, program
 from webhook.core.launchers.scan import Scan, scan, truthy
 from webhook.core.launchers.spec import Parser, Spec
 from webhook.core.launchers.values import FIELDS
+
+TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo", "orpo", "distillation", "gkd", "ppo",
+                          "prm", "xpo", "nash_md", "bco", "cpo"})
+"""``trl`` subcommands that train (trl/cli/commands: each a ``TrainingCommand`` run through
+``accelerate launch``; older releases had more); ``trl env`` and ``trl vllm-serve`` are not training."""
 
 _HYDRA_RE = re.compile(r"[+~]{0,2}([A-Za-z_][A-Za-z0-9_.]{0,200})=(.*)", re.S)
 
@@ -34,14 +43,35 @@ def parse_torchrun(args: Sequence[str], b: Spec) -> None:
         b.from_env(("PET_NPROC_PER_NODE",), "nproc")
     if not b.mentioned("nnodes"):
         b.from_env(("PET_NNODES",), "nnodes")
-    _read_training_script(args[found.end :], b)
+    kind, script = _read_training_script(args[found.end :], b)
+    strategy.settle(b, launcher="torchrun", launch=None, script=script, kind=kind)
 
 
 def parse_accelerate(args: Sequence[str], b: Spec) -> None:
     """``accelerate launch``: ``--num_processes`` is the TOTAL over ``--num_machines``."""
     found = scan(args, ACCELERATE_FLAGS, stop_at_positional=True)
-    b.apply(found, label="accelerate")
-    _read_training_script(args[found.end :], b)
+    _apply_accelerate(found, b, label="accelerate")
+    kind, script = _read_training_script(args[found.end :], b)
+    strategy.settle(b, launcher="accelerate", launch=found, script=script, kind=kind)
+
+
+def parse_trl(args: Sequence[str], b: Spec) -> None:
+    """``trl sft --model_name_or_path M --use_peft ...``: TRL passes the arguments its script does not
+    take to ``accelerate launch`` (``--num_processes``, ``--config_file``), so both are read."""
+    found = scan(args, TRL_FLAGS)
+    _apply_accelerate(found, b, label="accelerate")
+    _kind, script = read_script(args, b)
+    strategy.settle(b, launcher="trl", launch=found, script=script, kind=None)
+
+
+def _apply_accelerate(found: Scan, b: Spec, *, label: str) -> None:
+    """``Spec.apply``, except that a ``--config_file`` the pod shows (written by its script or mounted
+    from a ConfigMap of the input) is read by ``strategy``, not reported as hidden."""
+    named = found.values.get("config")
+    if named is not None and files.find(b.ctx.files, named[0], b.ctx.workdir) is not None:
+        found = Scan(values={k: v for k, v in found.values.items() if k != "config"},
+                     positionals=found.positionals, end=found.end)
+    b.apply(found, label=label)
 
 
 def parse_deepspeed(args: Sequence[str], b: Spec) -> None:
@@ -50,23 +80,25 @@ def parse_deepspeed(args: Sequence[str], b: Spec) -> None:
     b.apply(found, label="deepspeed")
     if not b.mentioned("procs_per_node") and "hosts" not in found.values:
         b.fields["uses_all_gpus"] = True
-    _read_training_script(args[found.end :], b)
+    kind, script = _read_training_script(args[found.end :], b)
+    strategy.settle(b, launcher="deepspeed", launch=None, script=script, kind=kind)
 
 
 def parse_nemo_cli(args: Sequence[str], b: Spec) -> None:
     """NeMo 2 CLI: ``nemo llm pretrain --factory llama3_8b trainer.devices=8 ...``."""
-    read_script_args(args, b)
+    _kind, script = read_script(args, b)
+    strategy.settle(b, launcher="nemo", launch=None, script=script, kind="nemo")
 
 
-def _read_training_script(tokens: Sequence[str], b: Spec) -> str | None:
+def _read_training_script(tokens: Sequence[str], b: Spec) -> tuple[str | None, Scan | None]:
     """The script a training launcher runs: model and Megatron/NeMo parallelism from its args."""
     prog = program(tokens)
     if prog is None:
         prog = (tokens[0], tuple(tokens[1:]), tokens[0]) if tokens else None
     if prog is None:
-        return None
+        return None, None
     _name, rest, path = prog
-    return read_script_args(rest, b, path=path)
+    return read_script(rest, b, path=path)
 
 
 def read_script_args(args: Sequence[str], b: Spec, *, path: str = "") -> str | None:
@@ -75,6 +107,11 @@ def read_script_args(args: Sequence[str], b: Spec, *, path: str = "") -> str | N
     Values already set by the launcher (procs per node, nodes) are kept: the launcher decides
     how many processes run.
     """
+    return read_script(args, b, path=path)[0]
+
+
+def read_script(args: Sequence[str], b: Spec, *, path: str = "") -> tuple[str | None, Scan]:
+    """:func:`read_script_args`, also returning the scan (``strategy`` reads its strategy flags)."""
     found = scan(args, SCRIPT_FLAGS)
     for key, (raw, spelled) in found.values.items():
         if key in FIELDS and not b.mentioned(key):
@@ -83,7 +120,7 @@ def read_script_args(args: Sequence[str], b: Spec, *, path: str = "") -> str | N
         if key in found.values and truthy(found.values[key][0]) and not b.mentioned("dtype"):
             b.fields["dtype"] = dtype
     hydra = _read_hydra(found.positionals, b)
-    return _training_kind(args, found, path, hydra=hydra)
+    return _training_kind(args, found, path, hydra=hydra), found
 
 
 _NEMO_SCRIPT_RE = re.compile(r"megatron_[\w-]{1,64}\.py")
@@ -124,6 +161,7 @@ def script_parser(path: str) -> Parser:
     """A parser for ``python pretrain_gpt.py ...`` run without a launcher (Megatron/NeMo)."""
 
     def parse(args: Sequence[str], b: Spec) -> None:
-        read_script_args(args, b, path=path)
+        kind, script = read_script(args, b, path=path)
+        strategy.settle(b, launcher=kind or "", launch=None, script=script, kind=kind)
 
     return parse
