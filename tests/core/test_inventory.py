@@ -107,6 +107,10 @@ def test_pinned_product_absent_from_the_cluster() -> None:
     pod = copy.deepcopy(TP4)
     pod["spec"]["nodeSelector"] = {KEY: H100}
     (r,) = judge(pod, S, inventory=fleet(node("a", A100)))
+    # absentTier: warn (default): the pin is kept and the Pending pod asks an autoscaler for the node
+    assert r.decision.allowed and r.decision.placement.values == (H100,)
+    assert any(w.startswith("tier-not-in-cluster (admitted") for w in r.decision.warnings), r.decision.warnings
+    (r,) = judge(pod, settings_mod.from_mapping({"inventory": {"absentTier": "deny"}}), inventory=fleet(node("a", A100)))
     assert [v.code for v in r.decision.violations] == ["tier-not-in-cluster"]
 
 

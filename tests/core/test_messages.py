@@ -37,6 +37,8 @@ def pod(command: list[str], gpus: Any = 4, annotations: dict[str, str] | None = 
 
 
 TP4 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]
+QWEN32_TP4 = ["vllm", "serve", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "4"]
+"""61 GiB of bf16 weights (more than one cost card holds) that fit 4x L4: the trap on GKE's labels."""
 TRAIN = ["torchrun", "--nnodes=4", "--nproc-per-node=8", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
 
 
@@ -114,6 +116,7 @@ def remove_node_name(obj: dict[str, Any], _v: Violation) -> dict[str, Any]:
     return obj
 
 
+MISPLACED_DENY = strict(misplaced="deny")
 SMALL_FLEET = inventory(node("a1", "NVIDIA-A100-SXM4-80GB"), node("h1", "NVIDIA-H100-80GB-HBM3"))
 BIG_FLEET = inventory(*(node(f"h{i}", "NVIDIA-H100-80GB-HBM3") for i in range(4)))
 L40S_ONLY = inventory(node("l1", "NVIDIA-L40S"))
@@ -121,14 +124,19 @@ L40S_AND_H100 = inventory(node("l1", "NVIDIA-L40S"), node("h1", "NVIDIA-H100-80G
 
 CASES = [
     pytest.param(Case(pod(TP4), "missing-homogeneous-selector", pin_affinity, {"mutate": False}), id="missing-selector"),
-    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", set_selector, {}),
+    # a misplacement with no inventory warns; under misplaced: deny its fix must work too
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", set_selector, {}, MISPLACED_DENY),
                  id="tier-mismatch-node-selector-set"),
-    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", remove_selector, {}),
-                 id="tier-mismatch-node-selector-removed"),
-    pytest.param(Case(pod(TP4, **affinity(KEY, "NVIDIA-L40S")), "tier-mismatch", pin_affinity, {}),
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", remove_selector, {},
+                      MISPLACED_DENY), id="tier-mismatch-node-selector-removed"),
+    pytest.param(Case(pod(TP4, **affinity(KEY, "NVIDIA-L40S")), "tier-mismatch", pin_affinity, {}, MISPLACED_DENY),
                  id="tier-mismatch-affinity"),
-    pytest.param(Case(pod(TP4, nodeSelector={GKE: "nvidia-l4"}), "tier-mismatch", set_gke, {}),
+    pytest.param(Case(pod(QWEN32_TP4, nodeSelector={GKE: "nvidia-l4"}), "tier-mismatch", set_gke, {}, MISPLACED_DENY),
                  id="tier-mismatch-gke-scheme"),
+    pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L4"}), "model-does-not-fit", set_selector, {}),
+                 id="does-not-fit-pinned-node-selector"),
+    pytest.param(Case(pod(TP4, nodeSelector={GKE: "nvidia-l4"}), "model-does-not-fit", set_gke, {}),
+                 id="does-not-fit-pinned-gke-scheme"),
     pytest.param(Case(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), "tier-mismatch", set_selector,
                       {"inventory": L40S_AND_H100}), id="tier-mismatch-with-inventory"),
     pytest.param(Case(pod(TP4 + ["--pipeline-parallel-size", "2"]), "tp-exceeds-gpus", request_more, {}),
@@ -173,21 +181,27 @@ def test_capacity_codes_name_the_numbers_and_fit_a_line(obj: dict[str, Any], kw:
         assert code not in [x.code for x in after.decision.violations]
 
 
-def test_the_tier_annotation_is_not_offered_where_it_would_be_refused() -> None:
-    """A multi-GPU pod pinned to L40S: offering annotation gpu-admission.io/tier=cost led to a second
-    denial (cost is a single-GPU tier), so the advice leaves it out."""
-    (r,) = judge(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), S)
-    assert "gpu-admission.io/tier" not in r.decision.violations[0].message
-
-
-def test_a_single_gpu_pod_on_a_premium_gpu_is_offered_the_tier_annotation() -> None:
-    (r,) = judge(pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1, nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"}), S)
+def test_the_tier_annotation_is_not_offered_for_the_trap() -> None:
+    """A multi-GPU pod pinned to L40S: annotation gpu-admission.io/tier=cost would only move the trap,
+    so the advice names NVLink GPUs, not the annotation."""
+    (r,) = judge(pod(TP4, nodeSelector={KEY: "NVIDIA-L40S"}), S, inventory=L40S_AND_H100)
     (v,) = r.decision.violations
-    assert "gpu-admission.io/tier: hbm-nvlink" in v.message
-    fixed = pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1, nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"},
-                annotations={"gpu-admission.io/tier": "hbm-nvlink"})
-    (after,) = judge(fixed, S)
-    assert after.decision.allowed
+    assert v.trap and "gpu-admission.io/tier" not in v.message and "NVIDIA-H100-80GB-HBM3" in v.fix
+
+
+def test_a_single_gpu_pod_on_a_premium_gpu_is_admitted_with_the_cheaper_fit() -> None:
+    (r,) = judge(pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1, nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"}), S)
+    assert r.decision.allowed and not r.decision.violations
+    (v,) = r.decision.misplaced
+    assert v.kind == "misplaced" and "fits one NVIDIA-L4" in v.fix and v.short() in r.decision.warnings
+    assert len(v.short()) <= WARNING_MAX_CHARS
+    (denied,) = judge(pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1,
+                          nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"}), MISPLACED_DENY)
+    assert not denied.decision.allowed and [x.code for x in denied.decision.violations] == ["tier-mismatch"]
+    fixed = set_selector(pod(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"], 1,
+                             nodeSelector={KEY: "NVIDIA-H100-80GB-HBM3"}), v)
+    (after,) = judge(fixed, MISPLACED_DENY)
+    assert after.decision.allowed and not after.decision.misplaced
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core import operators, settings as settings_mod
+from webhook.core import operators, settings as settings_mod, tiering
 from webhook.core.engine import judge
 from webhook.core.operators import kserve
 from webhook.core.workloads import WORKLOAD_KINDS, pod_templates
@@ -99,7 +99,7 @@ def test_kserve_templates_and_groups(obj: dict[str, Any], context: dict[tuple[st
         assert r.template.pointer == "" and r.template.patchable  # PodSpecs written in place
         assert all(op["path"].startswith(r.template.spec_pointer + "/") for op in r.patch)
         if r.profile.gpus_per_pod > 0 and r.profile.pods > 1:
-            assert r.decision.tier == "hbm-nvlink", r.template.template
+            assert r.decision.tier == tiering.multi_gpu_tier(r.profile, S)[0], r.template.template
 
 
 @pytest.mark.parametrize(("obj", "role", "pods"), [

@@ -293,7 +293,7 @@ def test_policy_offers_deepseek_v3_under_sglang_only_fp8_capable_products() -> N
     settings = default_settings()
     profile = serving(DSV3, framework="sglang", params_b=671.0, active_params_b=37.0, layers=61,
                       tensor_parallel=8, gpus_per_pod=8, bytes_per_param=1.0)
-    tier = settings.tier(settings.multi_gpu_tier)
+    tier = settings.tier(settings.large_model_tier)
     assert tier is not None
     fits = {CAT.parse_label(f.value, settings.label_scheme).product: f for f in tier_fits(profile, tier, settings)}
     for product, f in fits.items():

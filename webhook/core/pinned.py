@@ -87,19 +87,15 @@ def assumed_training(profile: WorkloadProfile) -> bool:
     return profile.role == "training" and getattr(profile, "training_strategy", None) is None
 
 
-def _speed_fix(why: str, pinned: tuple[str, Fit] | None, best: Fit | None, offer: Sequence[str]) -> str:
-    """``why: 125 ms/token on nvidia-l4, 19 on NVIDIA-A100-SXM4-40GB`` (the numbers first, the
-    values to pin if they fit the line; the message lists them all)."""
+def _speed_fix(why: str, pinned: tuple[str, Fit] | None, best: Fit | None, offer: Sequence[str], key: str) -> str:
+    """``needs NVLink (123 vs 19 ms/token): pin KEY In [...]``: the decode estimates here and on the
+    tier's slowest fitting GPU, then the values to pin (the message names both GPUs in full)."""
     code = TIER_MISMATCH + " (misplaced)"
-    if pinned is None or best is None or pinned[1].decode_ms is None or best.decode_ms is None:
-        return fix_line(code, f"{why}: pin one of ", offer)
-    head = f"{why}: {pinned[1].decode_ms:.0f} ms/token on {pinned[0]}, {best.decode_ms:.0f} on {best.value}"
-    budget = FIX_BUDGET - len(code) - 2
-    if len(head) + 12 < budget:
-        line = fix_line(code, head + "; pin ", offer)
-        if "in the message]" not in line:
-            return line
-    return head[:budget]
+    speed = ""
+    if pinned is not None and best is not None and pinned[1].decode_ms is not None and best.decode_ms is not None:
+        speed = f" ({pinned[1].decode_ms:.0f} vs {best.decode_ms:.0f} ms/token)"
+    line = fix_line(code, f"{why}{speed}: pin {key} In ", offer)
+    return line if "in the message" not in line else fix_line(code, f"{why}{speed}: pin one of ", offer)
 
 
 def assumed_warning(profile: WorkloadProfile, violation: Violation) -> str:
@@ -135,7 +131,8 @@ def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, c
     path = join(template.spec_pointer, "nodeSelector" if pin.via_node_selector else "affinity")
     known: dict[str, tuple[str, ...]] = {}
     slices: list[str] = []
-    for value, products in sorted(pin.values.items()):
+    rank = {f.value: i for i, f in enumerate(choice.fits)}  # catalog order, so re-judging the patch is stable
+    for value, products in sorted(pin.values.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])):
         if not products:
             continue
         if pin.policy_scheme:
@@ -324,7 +321,7 @@ def _trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin:
              if pinned is not None and best is not None and _ms(pinned[1]) and _ms(best) else "")
     known = "no inventory is known" if inventory is None else "the cluster offers no NVLink GPU that holds it"
     return Violation(TIER_MISMATCH, f"{head}{speed}; admitted as pinned: {known}", path,
-                     fix=_speed_fix("needs NVLink", pinned, best, offer), kind=MISPLACED)
+                     fix=_speed_fix("needs NVLink", pinned, best, offer, pin.key), kind=MISPLACED)
 
 
 def _misplacement(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin: Pin,
@@ -370,4 +367,4 @@ def _misplacement(profile: WorkloadProfile, settings: Settings, choice: TierChoi
     return Violation(
         TIER_MISMATCH, f"{describe(profile)} runs {why} on [{names}]{speed}; tier {tier.name} "
         f"would place it on [{', '.join(offer)}]", path,
-        fix=_speed_fix(why, pinned, best, offer), kind=MISPLACED)
+        fix=_speed_fix(why, pinned, best, offer, pin.key), kind=MISPLACED)

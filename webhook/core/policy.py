@@ -19,7 +19,7 @@ from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core import numa, pinned, schemes, tiering
+from webhook.core import numa, pinned, pins, schemes, tiering
 from webhook.core.fixes import FIX_BUDGET, fix_line
 from webhook.core.domain import MISPLACED, Decision, Fit, GroupAffinity, Placement, Violation, WorkloadProfile
 from webhook.core.groups import GPU_GROUP, Membership, declared_size, group_label, group_value, membership
@@ -123,8 +123,10 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     node label key they are values of (the policy's, or the scheme the user pinned in)."""
     assert choice.tier is not None
     spec_path = template.spec_pointer
-    pin = _pin_of(template, settings)
-    if pin is not None:
+    pin = _pin_of(template, settings, inventory, warnings)
+    if pin is False:
+        return None, False, settings.label_key
+    if isinstance(pin, pinned.Pin):
         judged = pinned.judge(profile, template, settings, choice, pin, findings=findings, warnings=warnings,
                               inventory=inventory)
         return judged.values, judged.narrow, pin.key
@@ -155,19 +157,32 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     return tuple(fitting), True, settings.label_key
 
 
-def _pin_of(template: PodTemplate, settings: Settings) -> pinned.Pin | None:
-    """The product pin the spec writes, in the policy's label or another scheme the catalog knows."""
-    own = pinned_values(template.spec, settings.label_key)
+def _pin_of(template: PodTemplate, settings: Settings, inventory: Inventory | None,
+            warnings: list[str]) -> pinned.Pin | None | bool:
+    """The product pin the spec writes (:func:`webhook.core.pins.read_pin`) as :mod:`webhook.core.pinned`
+    judges it: in the policy's label, another scheme the catalog knows, or the products of the nodes
+    its own selection lands on (with an inventory). ``None``: no pin. ``False``: a pin that cannot
+    be read (an unknown instance type, a custom node-group label without an inventory): warned, and
+    nothing is added beside it (the pod has chosen its nodes)."""
     catalog = settings.catalog
-    if own.values is not None:
+    read = pins.read_pin(template.spec, catalog=catalog, label_key=settings.label_key, scheme=settings.label_scheme,
+                         inventory=inventory)
+    if read.kind == pins.POLICY:
         return pinned.Pin(settings.label_key, settings.label_scheme,
-                          {v: catalog.named_products(v, settings.label_scheme) for v in own.values},
-                          own.via_node_selector, policy_scheme=True)
-    foreign = schemes.foreign_pin(template.spec, catalog, settings.label_scheme)
-    if foreign is None:
-        return None
-    return pinned.Pin(foreign.key, foreign.scheme, schemes.products_of(foreign, catalog), foreign.via_node_selector,
-                      policy_scheme=False)
+                          {v: catalog.named_products(v, settings.label_scheme) for v in read.values},
+                          read.via_node_selector, policy_scheme=True)
+    if read.kind == pins.FOREIGN and read.foreign is not None:
+        return pinned.Pin(read.foreign.key, read.foreign.scheme, schemes.products_of(read.foreign, catalog),
+                          read.foreign.via_node_selector, policy_scheme=False)
+    if read.kind == pins.RESOLVED:
+        # the nodes its selection admits carry the policy's label: judged as a pin of those values
+        return pinned.Pin(settings.label_key, settings.label_scheme,
+                          {v: catalog.named_products(v, settings.label_scheme) for v in read.values},
+                          read.via_node_selector, policy_scheme=True)
+    if read.kind == pins.UNREADABLE:
+        warnings.append(pins.warning(read))
+        return False
+    return None
 
 
 def _node_name(profile: WorkloadProfile, template: PodTemplate, findings: list[_Finding]) -> None:

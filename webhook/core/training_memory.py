@@ -122,7 +122,7 @@ def per_gpu(profile: WorkloadProfile) -> TrainingMemory:
         why = f" ({source})" if source else ""
         if n == 1:
             return TrainingMemory(full, f"{_g(full)} B/param on 1 GPU (any strategy: one GPU holds every model "
-                                        f"state)", assumed="")
+                                        f"state){_extras(profile)}")
         shown = f"16/{n} = {_g(full)}" if profile.peft is None else _g(full)
         return TrainingMemory(full, f"{shown} B/param per GPU, fully sharded over {_gpus(n)}{_extras(profile)}",
                               assumed=f"strategy unknown{why}: assumed fully sharded (FSDP/ZeRO-3)",

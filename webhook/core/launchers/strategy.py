@@ -1,7 +1,9 @@
 """Training launch -> its memory strategy: what the flags and configs say about how weights,
 gradients and optimizer state are laid over the GPUs (sized by :mod:`webhook.core.training_memory`).
 
-Read, most specific first (each source as its project documents it):
+Read from these sources (each as its project documents it); the script's own flags come first
+when both it and the launcher decide, then the launcher's, then the first reason a source gives for
+not deciding:
 
 * accelerate ``launch`` (``commands/launch.py``): ``--use_deepspeed`` (with ``--zero_stage``,
   ``--deepspeed_config_file``, ``--offload_optimizer_device``, ``--offload_param_device``),
@@ -102,7 +104,9 @@ def settle(b: Spec, *, launcher: str, launch: Scan | None, script: Scan | None, 
     if kind in ("megatron", "nemo"):
         reading = _megatron(b, script, kind, hydra)
     else:
-        said = [r for r in (_launcher(b, launcher, launch), _script(b, script)) if r is not None]
+        # the script's own --deepspeed/--fsdp first: the HF Trainer builds accelerate's DeepSpeed or FSDP
+        # plugin from them whatever the launcher was told
+        said = [r for r in (_script(b, script), _launcher(b, launcher, launch)) if r is not None]
         decided = [r for r in said if r.strategy is not None]
         reading = decided[0] if decided else (said[0] if said else None)
         if reading is None and launcher == "deepspeed":
