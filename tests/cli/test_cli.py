@@ -29,8 +29,8 @@ spec:
       command: [vllm, serve, meta-llama/Llama-3.1-70B-Instruct, --tensor-parallel-size, "4"]
       resources: {limits: {nvidia.com/gpu: 4, cpu: "32", memory: 256Gi}}  # Guaranteed: NUMA-aligned CPUs
 """
-BAD_POD = GOOD_POD.replace("name: llama,", "name: llama-l40s,").replace(
-    "  containers:", "  nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n  containers:")
+BAD_POD = GOOD_POD.replace("name: llama,", "name: llama-l4,").replace(
+    "  containers:", "  nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}\n  containers:")
 
 
 def run(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -93,7 +93,7 @@ def test_json_shape(files: dict[str, Path]) -> None:
     assert good["profile"]["params_b"] == pytest.approx(70.6, abs=0.1) and good["profile"]["pods"] == 1
     assert good["patch"] and good["patch"][0]["op"] == "add" and "NVIDIA-A100-SXM4-80GB" in good["products"]
     assert bad["allowed"] is False and bad["patch"] == [] and bad["products"] is None
-    assert [v["code"] for v in bad["violations"]] == ["tier-mismatch"]
+    assert [v["code"] for v in bad["violations"]] == ["model-does-not-fit"] and bad["violations"][0]["kind"] == "cannot-work"
     assert bad["violations"][0]["path"] == "/spec/nodeSelector"
 
 
@@ -113,13 +113,13 @@ def test_junit(files: dict[str, Path]) -> None:
     suite = root.find("testsuite")
     assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "1"
     failures = root.findall(".//failure")
-    assert len(failures) == 1 and "tier-mismatch" in (failures[0].get("message") or "")
+    assert len(failures) == 1 and "model-does-not-fit" in (failures[0].get("message") or "")
 
 
 def test_text_output(files: dict[str, Path]) -> None:
     code, out, _ = run("check", str(files["bad"]))
     assert code == 1
-    assert out.startswith("DENY") and "tier-mismatch" in out and "1 denied" in out
+    assert out.startswith("DENY") and "model-does-not-fit" in out and "1 denied" in out
 
 
 def test_stdin_multi_document_and_list() -> None:
@@ -196,7 +196,7 @@ def test_explain(files: dict[str, Path]) -> None:
     code, out, _ = run("explain", str(files["bad"]))
     assert code == 1
     for needle in ("Profile", "vllm", "70.6B", "TP4", "NVIDIA-L40S", "NVIDIA-A100-SXM4-80GB", "DENIED",
-                   "tier-mismatch", "decode ms/token"):
+                   "model-does-not-fit [cannot-work", "decode ms/token"):
         assert needle in out, needle
     a100 = next(line for line in out.splitlines() if "NVIDIA-A100-SXM4-80GB " in line)
     l40s = next(line for line in out.splitlines() if "NVIDIA-L40S " in line)

@@ -104,13 +104,13 @@ def test_light_install_checks_a_manifest(light: Path, tmp_path: Path) -> None:
     done = _run([str(light / "gpu-admission"), "check", str(EXAMPLE)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "1 checked, 1 allowed, 0 denied" in done.stdout
-    bad = tmp_path / "l40s.yaml"  # the 70B TP4 pinned to L40S: the deny CI exists for
+    bad = tmp_path / "l40s.yaml"  # the 70B TP4 pinned to L4 (33 GiB of weights per 24 GB GPU): the deny CI exists for
     bad.write_text(EXAMPLE.read_text().replace(
-        "    spec:\n      containers:", "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n"
+        "    spec:\n      containers:", "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}\n"
         "      containers:", 1))
     done = _run([str(light / "gpu-admission"), "check", "--output", "junit", str(bad)], cwd=tmp_path)
     assert done.returncode == 1, done.stderr
-    assert "tier-mismatch" in done.stdout
+    assert "model-does-not-fit" in done.stdout
     done = _run([str(light / "gpu-admission"), "explain", str(EXAMPLE)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 

@@ -57,9 +57,9 @@ def _hook_repository(where: Path, env: dict[str, str]) -> str:
 
 
 def _l40s(text: str) -> str:
-    """The 70B TP4 example pinned to L40S: PCIe 48 GB cards, the deny the hook exists for."""
+    """The 70B TP4 example pinned to L4: 33 GiB of weights per 24 GB card, the deny the hook exists for."""
     return text.replace("    spec:\n      containers:",
-                        "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n      containers:", 1)
+                        "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}\n      containers:", 1)
 
 
 def test_hooks_file_declares_the_check_hook() -> None:
@@ -95,7 +95,7 @@ def test_pre_commit_runs_the_hook_on_a_sample_repository(tmp_path: Path) -> None
     done = _run(["git", "commit", "-m", "llama 70b on L40S"], sample, env, check=False)
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
-    assert "Failed" in out and "DENY  deploy/llama-70b-l40s.yaml#0" in out and "tier-mismatch" in out, out
+    assert "Failed" in out and "DENY  deploy/llama-70b-l40s.yaml#0" in out and "model-does-not-fit" in out, out
     assert "llama-70b.yaml#0" not in out  # pass_filenames: only the staged file is judged
     assert _run(["git", "rev-list", "--count", "HEAD"], sample, env).stdout.strip() == "1"
 

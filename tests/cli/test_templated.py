@@ -35,7 +35,7 @@ spec:
   template:
     metadata: {labels: {app: llama}}
     spec:
-      nodeSelector: {team: ai}
+      nodeSelector: {kubernetes.io/os: linux}
       containers:
         - name: vllm
           image: vllm/vllm-openai:v0.10.1
@@ -46,10 +46,10 @@ spec:
 """
 
 
-def deployment(gpus: str | None = "1", *, node_selector: str = "{team: ai}", command: str | None = None,
+def deployment(gpus: str | None = "1", *, node_selector: str = "{kubernetes.io/os: linux}", command: str | None = None,
                env: str | None = None) -> str:
     """The 8B Deployment above with one field rewritten; ``gpus=None`` leaves the key without a value."""
-    text = DEPLOYMENT.replace("nodeSelector: {team: ai}", f"nodeSelector: {node_selector}")
+    text = DEPLOYMENT.replace("nodeSelector: {kubernetes.io/os: linux}", f"nodeSelector: {node_selector}")
     text = text.replace("nvidia.com/gpu: 1", "nvidia.com/gpu:" if gpus is None else f"nvidia.com/gpu: {gpus}")
     if command is not None:
         text = text.replace("command: [vllm, serve, meta-llama/Llama-3.1-8B-Instruct]", command)

@@ -201,7 +201,7 @@ def assert_serves(port: int, certs: Path) -> None:
     """The served image is ready, denies a 70B TP4 pod pinned to L40S on /validate, and has metrics."""
     status, body = get(port, certs, "/readyz")
     assert status == 200 and json.loads(body)["status"] == "ok"
-    review = (ROOT / "examples" / "reviews" / "validate-llama-70b-on-l40s.json").read_bytes()
+    review = (ROOT / "examples" / "reviews" / "validate-llama-70b-tp2-on-l40s.json").read_bytes()
     status, body = get(port, certs, "/validate", review)
     answer = json.loads(body)["response"]
     assert status == 200 and answer["allowed"] is False and "tier-mismatch" in answer["status"]["message"]

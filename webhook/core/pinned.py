@@ -312,7 +312,8 @@ def _trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin:
                  if pinned is not None and best is not None and _ms(pinned[1]) and _ms(best) else "")
         return Violation(TIER_MISMATCH, f"{head}{speed}; the cluster has NVLink GPUs that hold it: pin {pin.key} In "
                          f"[{', '.join(offer)}]", path,
-                         fix=fix_line(TIER_MISMATCH, f"needs NVLink: pin {pin.key} In ", offer), kind=MISPLACED,
+                         fix=fix_line(TIER_MISMATCH, f"needs NVLink: pin {pin.key} In ", offer,
+                                      f" (tier {out.tier.name if out.tier else ''})"), kind=MISPLACED,
                          trap=True)
     wanted = choice.usable() or [f.value for f in choice.fits if f.fits]
     best = _reference(choice, _in_scheme(pin, settings, choice, wanted))

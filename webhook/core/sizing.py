@@ -481,8 +481,9 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
       ZeRO-3/FSDP 16/N, Megatron over TP x PP, LoRA/QLoRA a frozen base plus adapters), activations
       not counted. A strategy that is not visible is sized fully sharded over every GPU of the job
       (``gpus_per_pod x pods``), the smallest figure, and the reason says so with what plain DDP
-      would need: a "does not fit" is then still certain and a "fits" only plausible, so no denial
-      rests on the assumption. No KV room, no decode estimate.
+      would need: a "fits" is then only plausible, and the policy does not deny a "does not fit"
+      that rests on the assumption (the script may train adapters only). No KV room, no decode
+      estimate.
     * Precision (inference): a product whose compute capability runs the checkpoint's precision
       neither natively nor by a path the framework documents does not fit, whatever its memory; the
       reason says why (:func:`precision_support`). A documented fallback is named in the reason.

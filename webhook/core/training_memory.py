@@ -30,9 +30,12 @@ says fp32), ``lora-8bit`` 1, ``qlora`` 0.53 (NF4 with its scales); it is sharded
 same strategy: :data:`LORA_TRAINABLE_SHARE` of the parameters at that strategy's bytes.
 
 Activations are not counted (they depend on batch, sequence length and checkpointing). An unknown
-strategy is sized fully sharded, the smallest figure of the table, so a "does not fit" is certain
-and a "fits" only plausible; :attr:`TrainingMemory.assumed` says what was assumed and
-:attr:`TrainingMemory.otherwise` gives the plain-DDP figure for the reason. Pure arithmetic.
+strategy is sized fully sharded, the smallest figure of the table for what the launch shows (full
+training, or the PEFT it names), so a "fits" is only plausible and a "does not fit" holds unless the
+script itself trains adapters only or offloads to the CPU, which no command line shows: the policy
+therefore warns on a does-not-fit that rests on an unknown strategy instead of denying it.
+:attr:`TrainingMemory.assumed` says what was assumed and :attr:`TrainingMemory.otherwise` gives the
+plain-DDP figure for the reason. Pure arithmetic.
 """
 
 from __future__ import annotations

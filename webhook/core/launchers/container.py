@@ -147,8 +147,9 @@ def finish_spec(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
             all_notes.append(f"{name} withheld: it contains the value of a secret-named variable")
     source = getattr(spec, "strategy_source", None)
     if isinstance(source, str):  # names a config path, which may hold an expanded env value
-        changes["strategy_source"] = ("(withheld: it names the value of a secret-named variable)"
-                                      if any(s in source for s in ctx.secret_values) else _redact(source, ctx.env_values))
+        secret = any(s in source for s in ctx.secret_values)
+        changes["strategy_source"] = ("(withheld: it names the value of a secret-named variable)" if secret
+                                      else _redact(source, ctx.env_values))
     changes["hidden"] = tuple(_redact(h, ctx.env_values) for h in spec.hidden)
     changes["notes"] = tuple(_redact(n, ctx.env_values) for n in all_notes)
     return replace(spec, **changes)
