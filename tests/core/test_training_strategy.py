@@ -430,6 +430,14 @@ def test_the_assumption_note(profile: WorkloadProfile, note: str | None) -> None
     assert note is None or len(note) <= 120
 
 
+@given(st.floats(0.01, 100_000), st.integers(1, 64), st.integers(1, 4096),
+       st.sampled_from([None, "lora", "lora-8bit", "qlora"]))
+def test_the_note_fits_a_warning_line(params: float, gpus: int, pods: int, peft: str | None) -> None:
+    note = tm.assumption_note(train(params, gpus, pods, peft=peft))
+    assert (note is None) is (gpus * pods == 1)
+    assert note is None or len(note) <= 120
+
+
 # --------------------------------------------------------------------------- end to end
 
 def job(command: list[str], *, gpus: int = 8, workers: int = 3, annotations: dict[str, str] | None = None,

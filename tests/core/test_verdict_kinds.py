@@ -73,6 +73,18 @@ def test_verdict_and_kind(obj: dict[str, Any], inventory: Any, allowed: bool, co
         assert not any("(misplaced)" in w for w in d.warnings), d.warnings
 
 
+@pytest.mark.parametrize(("inventory", "allowed"), [pytest.param(None, True, id="offline-warned"),
+                                                   pytest.param(nodes(A100, L40S), False, id="nvlink-in-cluster-denied")])
+def test_a_tier_annotation_that_sends_the_trap_to_pcie_is_judged_as_a_pin(inventory: Any, allowed: bool) -> None:
+    obj = pod("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", "4")
+    obj["metadata"]["annotations"] = {"gpu-admission.io/tier": "cost"}
+    (r,) = judge(obj, S, inventory=inventory)
+    (v,) = (*r.decision.violations, *r.decision.misplaced)
+    assert r.decision.allowed is allowed and v.trap is (not allowed)
+    assert v.path == "/metadata/annotations/gpu-admission.io~1tier" and "remove annotation" in v.fix
+    assert len(v.short()) <= 120, v.short()
+
+
 def test_the_trap_names_the_way_out_and_the_numbers() -> None:
     (r,) = judge(LLAMA70_TP4_L40S, S, inventory=nodes(A100, L40S))
     (v,) = r.decision.violations

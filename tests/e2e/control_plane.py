@@ -570,6 +570,7 @@ GFD = {
     "NVIDIA-A100-SXM4-80GB": ("81920", "ampere", ("8", "0")),
     "NVIDIA-H100-80GB-HBM3": ("81559", "hopper", ("9", "0")),
     "NVIDIA-L40S": ("46068", "ada-lovelace", ("8", "9")),
+    "NVIDIA-L4": ("23034", "ada-lovelace", ("8", "9")),
 }
 FLEET = (("a100", "NVIDIA-A100-SXM4-80GB", 4), ("l40s", "NVIDIA-L40S", 4), ("h100", "NVIDIA-H100-80GB-HBM3", 2))
 """(name prefix, product, nodes): the mixed fleet of the scheduling test and `make cluster`."""

@@ -11,7 +11,7 @@ through the installed webhook.
   with full UPDATEs, which today's webhook denied); an update that makes a compliant Deployment
   non-compliant is still denied with the usual message.
 
-The module's nodes (4 x A100-SXM4-80GB, 2 x L40S) carry a taint only its pods tolerate.
+The module's nodes (4 x A100-SXM4-80GB, 2 x L4) carry a taint only its pods tolerate.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def cluster(installed: Installed) -> Iterator[ControlPlane]:
     cp.namespace(ENFORCE)
     cp.namespace(AUDIT, {"gpu-admission.io/mode": "audit"})
     nodes = [gpu_node(f"ctrl-a100-{i}", "NVIDIA-A100-SXM4-80GB", taints=[TAINT]) for i in range(4)]
-    nodes += [gpu_node(f"ctrl-l40s-{i}", "NVIDIA-L40S", taints=[TAINT]) for i in range(2)]
+    nodes += [gpu_node(f"ctrl-l4-{i}", "NVIDIA-L4", taints=[TAINT]) for i in range(2)]
     create_nodes(cp, nodes)
     yield cp
     cp.run("delete", "nodes", *(n["metadata"]["name"] for n in nodes), "--wait=false", check=False)
@@ -105,17 +105,18 @@ def set_mode(cp: ControlPlane, namespace: str, mode: str | None) -> None:
 
 @pytest.fixture()
 def bad_deployment(cluster: ControlPlane):
-    """A Llama-70B TP4 Deployment pinned to L40S, created in a namespace that audits (admitted with
-    warnings, its pod Running on an L40S node), after which the namespace switches to enforce."""
+    """A Llama-70B TP4 Deployment pinned to L4 (33 GiB of weights per 24 GB GPU: it cannot work),
+    created in a namespace that audits (admitted with warnings, its pod Running on an L4 node: kwok
+    does not load models), after which the namespace switches to enforce."""
     namespace, name = f"ctrl-switch-{next(_NAMESPACES)}", "bad"
     cluster.namespace(namespace, {"gpu-admission.io/mode": "audit"})
-    created = cluster.apply([tolerating(deployment(name, namespace, pin="NVIDIA-L40S"))])
-    assert "tier-mismatch" in created.stderr  # the audit warning
+    created = cluster.apply([tolerating(deployment(name, namespace, pin="NVIDIA-L4"))])
+    assert "model-does-not-fit" in created.stderr  # the audit warning
     rollout(cluster, namespace, name)
     set_mode(cluster, namespace, None)  # enforce from now on
-    probe = cluster.apply([tolerating(deployment("probe", namespace, pin="NVIDIA-L40S"))], "--dry-run=server",
+    probe = cluster.apply([tolerating(deployment("probe", namespace, pin="NVIDIA-L4"))], "--dry-run=server",
                           check=False)
-    assert probe.returncode != 0 and "tier-mismatch" in probe.stderr, "the namespace does not enforce yet"
+    assert probe.returncode != 0 and "model-does-not-fit" in probe.stderr, "the namespace does not enforce yet"
     yield namespace, name
     delete(cluster, namespace, name)
 
@@ -129,7 +130,7 @@ def test_updates_of_a_bad_deployment_are_admitted_once_enforcing(cluster: Contro
     namespace, _ = bad_deployment
     done = cluster.run(*command, "-n", namespace, check=False)
     assert done.returncode == 0, done.stderr
-    assert "pre-existing tier-mismatch" in done.stderr
+    assert "pre-existing model-does-not-fit" in done.stderr
 
 
 def test_scaling_a_bad_deployment_down_reaches_its_pods(cluster: ControlPlane, bad_deployment) -> None:
@@ -169,9 +170,9 @@ def test_an_update_that_adds_a_violation_is_denied(cluster: ControlPlane) -> Non
         rollout(cluster, ENFORCE, name)
         done = cluster.run("patch", f"deployment/{name}", "-n", ENFORCE, "--type=merge",
                            "-p", json.dumps({"spec": {"template": {"spec": {"nodeSelector": {
-                               PRODUCT_LABEL: "NVIDIA-L40S"}}}}}), check=False)
+                               PRODUCT_LABEL: "NVIDIA-L4"}}}}}), check=False)
         assert done.returncode != 0
-        assert "denied the request" in done.stderr and "tier-mismatch" in done.stderr
+        assert "denied the request" in done.stderr and "model-does-not-fit" in done.stderr
         assert "/spec/template/spec/nodeSelector" in done.stderr
     finally:
         delete(cluster, ENFORCE, name)

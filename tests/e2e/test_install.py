@@ -101,10 +101,10 @@ def test_gpu_pod_is_sent_and_pinned_to_its_tier(installed) -> None:
 def test_gpu_pod_on_the_wrong_tier_is_denied(installed) -> None:
     cp, hook, _ = installed
     with hook.counting() as sent:
-        done = create(cp, vllm_pod("llama-l40s", "e2e-enforce", pin="NVIDIA-L40S"))
+        done = create(cp, vllm_pod("llama-l4", "e2e-enforce", pin="NVIDIA-L4"))
     assert done.returncode != 0
     assert 'admission webhook "validate-pods.gpu-admission.io" denied the request' in done.stderr
-    assert "tier-mismatch" in done.stderr
+    assert "model-does-not-fit" in done.stderr
     assert sent == [2]
 
 
@@ -148,9 +148,9 @@ def test_workload_templates_are_judged_at_apply_time(installed, kind: str) -> No
         # Deployment makes none, so only the reviews of `kubectl create` are counted
         good["spec"]["paused"] = True
     with hook.counting() as sent:
-        denied = create(cp, make(f"bad-{kind.lower()}", "e2e-enforce", pin="NVIDIA-L40S"))
+        denied = create(cp, make(f"bad-{kind.lower()}", "e2e-enforce", pin="NVIDIA-L4"))
         allowed = create(cp, good)
-    assert denied.returncode != 0 and "validate-" in denied.stderr and "tier-mismatch" in denied.stderr
+    assert denied.returncode != 0 and "validate-" in denied.stderr and "model-does-not-fit" in denied.stderr
     assert allowed.returncode == 0, allowed.stderr
     assert sent == [2]  # one /validate each; templates are never mutated
 
@@ -158,7 +158,7 @@ def test_workload_templates_are_judged_at_apply_time(installed, kind: str) -> No
 def test_leaderworkersets_worker_or_leader_gpus_are_sent(installed) -> None:
     cp, hook, _ = installed
     with hook.counting() as sent:
-        denied = create(cp, lws_object("bad-lws", "e2e-enforce", worker_gpus=8, leader_gpus=8, pin="NVIDIA-L40S"))
+        denied = create(cp, lws_object("bad-lws", "e2e-enforce", worker_gpus=8, leader_gpus=8, pin="NVIDIA-L4"))
         lws = lws_object("leader-gpu", "e2e-enforce", worker_gpus=None, leader_gpus=1)
         lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"] = [
             {"name": "leader", "image": "busybox:1.36", "command": ["sleep", "1d"],
@@ -172,9 +172,9 @@ def test_leaderworkersets_worker_or_leader_gpus_are_sent(installed) -> None:
 def test_audit_namespace_admits_with_warnings_and_no_mutation(installed) -> None:
     cp, hook, _ = installed
     with hook.counting() as sent:
-        done = create(cp, vllm_pod("llama-l40s", "e2e-audit", pin="NVIDIA-L40S"))
+        done = create(cp, vllm_pod("llama-l4", "e2e-audit", pin="NVIDIA-L4"))
     assert done.returncode == 0, done.stderr
-    assert "Warning:" in done.stderr and "tier-mismatch" in done.stderr
+    assert "Warning:" in done.stderr and "model-does-not-fit" in done.stderr
     assert product_affinity(json.loads(done.stdout)) is None
     assert sent == [1]  # the audit entry only
 

@@ -13,7 +13,7 @@ webhooks (LWS's pod webhook is what labels a leader pod with its group-key); kub
 (b) A LeaderWorkerSet of 3 groups of 2 pods x 8 GPUs (vLLM Llama-3.1-405B TP8 x PP2): each group on
     one product.
 (c) A RayCluster with a CPU-only head and 2 GPU workers: KubeRay is not run (see the test).
-(d) A Kubeflow PyTorchJob for a 70B model pinned to L40S: `kubectl apply --dry-run=server` is denied
+(d) A Kubeflow PyTorchJob for a 70B model pinned to L4: `kubectl apply --dry-run=server` is denied
     with the fix (a stand-in CRD: the training operator is not run).
 
 The fleet: 8 x A100-SXM4-80GB and 8 x H100-80GB-HBM3 nodes of 8 GPUs, interleaved (kube-scheduler
@@ -44,7 +44,7 @@ from test_scheduling import _pod, lws_group
 
 pytestmark = pytest.mark.e2e
 
-A100, H100, L40S = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L40S"
+A100, H100, L40S, L4 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L40S", "NVIDIA-L4"
 NODES_PER_PRODUCT = 8
 TAINT = {"key": "gpu-admission.io/e2e-fleet", "value": "operators", "effect": "NoSchedule"}
 ENFORCE, OFF = "ops-enforce", "ops-off"
@@ -420,14 +420,15 @@ def pytorchjob_crd(installed: Installed) -> ControlPlane:
     return installed.cp
 
 
-def test_d_pytorchjob_pinned_to_l40s_is_denied_with_the_fix(pytorchjob_crd: ControlPlane, fleet) -> None:
+def test_d_pytorchjob_pinned_to_l4_is_denied_with_the_fix(pytorchjob_crd: ControlPlane, fleet) -> None:
+    """FSDP of a 70B model over 4 x 8 GPUs holds 35 GiB per GPU: it cannot work on 24 GB L4s."""
     cp = pytorchjob_crd
     ok = cp.apply([pytorchjob(None)], "--dry-run=server", check=False)
     assert ok.returncode == 0, f"the unpinned PyTorchJob was refused:\n{ok.stderr}"
-    done = cp.apply([pytorchjob(L40S)], "--dry-run=server", check=False)
-    assert done.returncode != 0, f"a 70B PyTorchJob pinned to L40S was admitted:\n{done.stdout}{done.stderr}"
-    assert "denied the request" in done.stderr and "tier-mismatch" in done.stderr, done.stderr
-    # the fix: the products to pin instead, and where the pin is
-    assert "set it to one of" in done.stderr and A100 in done.stderr and H100 in done.stderr, done.stderr
+    done = cp.apply([pytorchjob(L4)], "--dry-run=server", check=False)
+    assert done.returncode != 0, f"a 70B PyTorchJob pinned to L4 was admitted:\n{done.stdout}{done.stderr}"
+    assert "denied the request" in done.stderr and "model-does-not-fit" in done.stderr, done.stderr
+    # the fix: the products that hold it, and where the pin is
+    assert "it fits [" in done.stderr and A100 in done.stderr and H100 in done.stderr, done.stderr
     assert "/spec/pytorchReplicaSpecs/" in done.stderr and "nodeSelector" in done.stderr, done.stderr
     assert cp.get("pytorchjob", "llama-70b-fsdp", ENFORCE) is None

@@ -204,7 +204,7 @@ def assert_serves(port: int, certs: Path) -> None:
     review = (ROOT / "examples" / "reviews" / "validate-llama-70b-tp2-on-l40s.json").read_bytes()
     status, body = get(port, certs, "/validate", review)
     answer = json.loads(body)["response"]
-    assert status == 200 and answer["allowed"] is False and "tier-mismatch" in answer["status"]["message"]
+    assert status == 200 and answer["allowed"] is False and "model-does-not-fit" in answer["status"]["message"]
     status, body = get(port, certs, "/metrics")
     assert status == 200 and b"gpu_admission_requests_total" in body
 

@@ -24,8 +24,9 @@ Pure: the pin, the profile and the settings in; findings, warnings and the value
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from webhook.core import schemes, tiering
 from webhook.core.domain import MISPLACED, Fit, GpuProduct, LabelOption, Violation, WorkloadProfile
@@ -323,6 +324,31 @@ def _trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin:
     known = "no inventory is known" if inventory is None else "the cluster offers no NVLink GPU that holds it"
     return Violation(TIER_MISMATCH, f"{head}{speed}; admitted as pinned: {known}", path,
                      fix=_speed_fix("needs NVLink", pinned, best, offer, pin.key), kind=MISPLACED)
+
+
+def tier_annotation_trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, *, annotation: str,
+                         path: str, inventory: Inventory | None) -> Violation | None:
+    """A tier chosen by annotation is a pin too: a multi-GPU pod whose weights need NVLink sent by it to a
+    tier of PCIe cards is the seed's trap, judged as a pin to those cards would be (never placed in silence)."""
+    if choice.tier is None or not tiering.is_multi(profile) or not tiering.tp_spread(profile):
+        return None
+    if tiering.needs_nvlink(profile, settings) is not True:
+        return None
+    values = choice.usable() or [f.value for f in choice.fits if f.fits]
+    catalog = settings.catalog
+    options = {o.value: o for o in choice.options}
+    if not values or not all(any(tiering.over_pcie(catalog.products[p], profile.gpus_per_pod)
+                                 for p in options[v].products) for v in values):
+        return None
+    pin = Pin(settings.label_key, settings.label_scheme, {v: options[v].products for v in values}, False, True)
+    fits = {f.value: (f,) for f in choice.fits if f.value in values}
+    big = settings.tier(settings.large_model_tier)
+    reference = evaluate(big, profile, settings, None) if big is not None else choice
+    found = _trap(profile, settings, reference, pin, values, fits, path, inventory)
+    ms = re.search(r"\(\d+ vs \d+ ms/token\)", found.fix)
+    return replace(found, message=f"annotation {annotation}={choice.tier.name}: {found.message}",
+                   fix=f"remove annotation {annotation}: needs NVLink{' ' + ms.group(0) if ms else ''} "
+                       f"(tier {settings.large_model_tier})")
 
 
 def _misplacement(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin: Pin,

@@ -91,7 +91,12 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
                 fix=f"remove annotation {TIER} or set it to {target}", kind=MISPLACED)))
             return _TierChoice(None)
         else:
-            return _evaluate(tier, profile, settings, inventory)
+            chosen = _evaluate(tier, profile, settings, inventory)
+            trap = pinned.tier_annotation_trap(profile, settings, chosen, annotation=TIER, inventory=inventory,
+                                               path=join(template.pointer, "metadata", "annotations", TIER))
+            if trap is not None:
+                findings.append(_Finding(trap))
+            return chosen
     if multi:
         name, _ = tiering.multi_gpu_tier(profile, settings)
     elif profile.params_b is not None:
@@ -180,6 +185,11 @@ def _pin_of(template: PodTemplate, settings: Settings, inventory: Inventory | No
                           {v: catalog.named_products(v, settings.label_scheme) for v in read.values},
                           read.via_node_selector, policy_scheme=True)
     if read.kind == pins.UNREADABLE:
+        mentioned = {settings.label_key, *catalog.schemes.values()} & {read.key, *read.selecting}
+        if any(pinned_values(template.spec, key).values is None for key in mentioned):
+            # a product label in some term, another term open beside it (ORed terms, an empty term, a
+            # node by name): the pin has holes, and the mutating patch closes them in every term
+            return None
         warnings.append(pins.warning(read))
         return False
     return None
