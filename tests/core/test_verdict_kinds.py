@@ -157,3 +157,35 @@ def test_a_pytorchjob_with_too_many_processes_per_pod_names_them() -> None:
     codes = [(v.code, v.message) for r in judge(job, S) for v in r.decision.violations]
     assert codes and all(c == "tp-exceeds-gpus" for c, _ in codes), codes
     assert all("4 processes per pod x 8 pods" in m and "1 nvidia.com/gpu" in m for _, m in codes), codes
+
+
+@pytest.mark.parametrize(("gpus", "allowed", "codes"), [
+    pytest.param(1, True, [], id="one-gpu-on-a-mig-slice-is-unreadable-not-wrong"),
+    pytest.param(2, False, ["tier-mismatch"], id="tensor-parallel-over-mig-slices-cannot-work"),
+])
+def test_mig_slices(gpus: int, allowed: bool, codes: list[str]) -> None:
+    args = ("--tensor-parallel-size", str(gpus)) if gpus > 1 else ()
+    obj = pod("Qwen/Qwen2.5-1.5B-Instruct", gpus, *args, nodeSelector={KEY: "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"})
+    (r,) = judge(obj, S)
+    assert r.decision.allowed is allowed and [v.code for v in r.decision.violations] == codes
+    assert allowed is any(w.startswith("cannot tell which GPU") for w in r.decision.warnings), r.decision.warnings
+    assert not r.patch  # nothing is added beside the pin
+
+
+def test_a_pin_with_a_value_the_catalog_does_not_know_keeps_it_and_says_so() -> None:
+    obj = pod("google/gemma-7b-it", 1, affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": KEY, "operator": "In", "values": [L4, "ACME-GPU-9"]}]}]}}})
+    (r,) = judge(obj, S)
+    assert r.decision.allowed and set(r.decision.placement.values) == {L4, "ACME-GPU-9"}
+    assert any("ACME-GPU-9" in w and w.startswith("cannot tell which GPU") for w in r.decision.warnings)
+
+
+@pytest.mark.parametrize(("p", "tier", "link"), [
+    pytest.param(profile(7.2, 2), "tier cost", "PCIe is enough", id="small"),
+    pytest.param(profile(27.4, 8), "tier hbm-nvlink", "needs NVLink", id="needs-nvlink"),
+    pytest.param(WorkloadProfile(gpus_per_pod=2), "tier hbm-nvlink", "size unknown", id="unknown"),
+])
+def test_explain_prints_where_the_line_falls(p: WorkloadProfile, tier: str, link: str) -> None:
+    line = tiering.placement_rule(p, S)
+    assert line is not None and tier in line and link in line, line
+    assert tiering.placement_rule(profile(7.2, 1), S) is None  # one GPU: no interconnect to judge

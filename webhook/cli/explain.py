@@ -10,7 +10,7 @@ from typing import Sequence
 
 from webhook.cli.report import TEMPLATED_MESSAGE, Row, _label, is_templated, is_unjudged
 from webhook.core.domain import WorkloadProfile
-from webhook.core.engine import effective_precision, tier_fits
+from webhook.core.engine import effective_precision, placement_rule, tier_fits
 from webhook.core.settings import Settings
 
 
@@ -56,6 +56,9 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
             continue
         out.append("Profile")
         out.extend(_profile_lines(p))
+        rule = placement_rule(p, settings)
+        if rule is not None:
+            out.append(f"  {'placement':<12} {rule}")
         if p.gpus_per_pod > 0:
             out.append(f"Candidates ({settings.label_key}; * = tier chosen)")
             out.append(f"  {'':1} {'label value':<34} {'tier':<11} {'fits':<5} {'need/usable GiB':<17} decode ms/token")

@@ -18,12 +18,13 @@ from webhook.core.policy import tier_fits
 from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
 from webhook.core.sizing import effective_precision
+from webhook.core.tiering import placement_rule
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
 __all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "effective_precision",
            "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
-           "tier_fits", "unjudged"]
+           "placement_rule", "tier_fits", "unjudged"]
 
 
 @dataclass(frozen=True)

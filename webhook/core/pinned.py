@@ -132,19 +132,19 @@ def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, c
     path = join(template.spec_pointer, "nodeSelector" if pin.via_node_selector else "affinity")
     known: dict[str, tuple[str, ...]] = {}
     slices: list[str] = []
+    unknown: list[str] = []
     rank = {f.value: i for i, f in enumerate(choice.fits)}  # catalog order, so re-judging the patch is stable
     for value, products in sorted(pin.values.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])):
-        if not products:
-            continue
-        if pin.policy_scheme:
-            parsed = catalog.parse_label(value, pin.scheme)
-            if parsed.mig_profile is not None or (parsed.shared and multi):
-                slices.append(value)
-                continue
-        known[value] = products
-    unknown = sorted(v for v, products in pin.values.items() if not products)
-    if not known and not slices:
+        parsed = catalog.parse_label(value, pin.scheme) if pin.policy_scheme and products else None
+        if not products or (parsed is not None and parsed.mig_profile is not None and not multi):
+            unknown.append(value)  # the catalog does not know it (nor a MIG slice's memory): kept, warned
+        elif parsed is not None and (parsed.mig_profile is not None or (parsed.shared and multi)):
+            slices.append(value)  # slices and time-shared replicas cannot be one tensor-parallel pod
+        else:
+            known[value] = products
+    if unknown:
         warnings.append(unreadable_warning(pin.key, unknown))
+    if not known and not slices:
         return Judged(None)
 
     fits = {v: _fit_of(profile, ps, settings) for v, ps in known.items()}
@@ -210,7 +210,7 @@ def unreadable_warning(key: str, values: Sequence[str]) -> str:
     """The warning for a pin the catalog cannot read: what is unknown and how to make it known."""
     shown = ", ".join(values[:3]) + (f", +{len(values) - 3} more" if len(values) > 3 else "")
     return (f"cannot tell which GPU {key}={shown} is: its fit is unchecked and nothing is added beside the "
-            f"pin; give check an --inventory of the nodes, or pin the product label")
+            f"pin; give an inventory of the nodes (the server's node watch, check --inventory)")
 
 
 def _why_dropped(profile: WorkloadProfile, dropped: Sequence[str], cannot: Sequence[str], traps: Sequence[str],

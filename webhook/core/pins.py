@@ -92,8 +92,8 @@ def read_pin(spec: Any, *, catalog: Catalog, label_key: str, scheme: str,
              inventory: Inventory | None = None) -> Pin:
     """What ``spec`` (a pod spec) pinned, for a policy whose product label is ``label_key`` in
     ``scheme``; ``inventory`` resolves pins on labels that are not product labels."""
-    if not isinstance(spec, Mapping):
-        return Pin(NONE)
+    if not isinstance(spec, Mapping) or not (spec.get("nodeSelector") or spec.get("affinity")):
+        return Pin(NONE)  # most pods select no node: the common case costs two lookups
     pinned = pinned_values(spec, label_key)
     if pinned.values is not None:
         values = tuple(sorted(pinned.values))

@@ -225,10 +225,11 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
     layout = _layout(profile)
     pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
     group = group_label(template.labels)
-    size_unknown = (profile.pods == 1 and template.group_size == 1
-                    and declared_size(template.labels, template.annotations) is None
-                    and (bool(group or member) or template.found == "generic"))
-    if profile.gpus_used > available and size_unknown:
+    over = profile.gpus_used > available
+    size_unknown = over and (profile.pods == 1 and template.group_size == 1
+                             and (bool(group or member) or template.found == "generic")
+                             and declared_size(template.labels, template.annotations) is None)
+    if size_unknown:
         # the group size cannot be read (a group label, or a kind read by shape): the launch may span
         # pods this object makes, so it is not judged as one pod (issue 24, point 7)
         name = (f"group {group[1]}" if group else f"{member.source} {member.name}" if member
@@ -237,7 +238,7 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
                         f"The pod count of {name} cannot be read: set annotation gpu-admission.io/group-size "
                         f"so the total can be checked")
         return
-    if profile.gpus_used > available:
+    if over:
         per_pod = -(-profile.gpus_used // profile.pods)
         per_process = _per_pod_processes(profile)
         if per_process is not None:

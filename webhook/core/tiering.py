@@ -33,10 +33,12 @@ Pure arithmetic on the profile, the catalog and the settings.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from webhook.core import sizing
 from webhook.core.domain import GpuProduct, WorkloadProfile
+from webhook.core.hardware import Catalog
 from webhook.core.settings import Settings, Tier
 
 GIB = sizing.GIB
@@ -63,11 +65,18 @@ def cost_card(settings: Settings) -> CostCard | None:
     tier = settings.tier(settings.small_model_tier)
     if tier is None:
         return None
-    products = [settings.catalog.products[p] for p in tier.products if p in settings.catalog.products]
-    if not products:
+    return _cost_card(tier.products, settings.catalog, settings.memory_utilization, settings.overhead_gib)
+
+
+@functools.lru_cache(maxsize=64)
+def _cost_card(products: tuple[str, ...], catalog: Catalog, utilization: float, overhead: float) -> CostCard | None:
+    """Memoized by value (the tier's products, the catalog by identity, the two sizing figures):
+    every multi-GPU review asks for it, and a policy reload makes a new key, never a stale answer."""
+    known = [catalog.products[p] for p in products if p in catalog.products]
+    if not known:
         return None
-    biggest = max(products, key=lambda p: (p.memory_gib, p.id))
-    return CostCard(biggest.id, biggest.memory_gib * settings.memory_utilization - settings.overhead_gib)
+    biggest = max(known, key=lambda p: (p.memory_gib, p.id))
+    return CostCard(biggest.id, biggest.memory_gib * utilization - overhead)
 
 
 def weights_gib(profile: WorkloadProfile) -> float | None:
@@ -158,3 +167,19 @@ def single_card_profile(profile: WorkloadProfile) -> WorkloadProfile:
     return replace(profile, tensor_parallel=1, pipeline_parallel=1, data_parallel=None, gpus_per_pod=1, pods=1,
                    gpus_used=1, expert_parallel=False, expert_parallel_size=None, data_parallel_local=None,
                    dp_attention=False)
+
+
+def placement_rule(profile: WorkloadProfile, settings: Settings) -> str | None:
+    """The line ``explain`` prints for multi-GPU work: where the numbers send it and why (the weights
+    against the biggest cost card), so the boundary is visible, not only applied."""
+    if not is_multi(profile):
+        return None
+    tier, why = multi_gpu_tier(profile, settings)
+    weights = weights_gib(profile)
+    card = cost_card(settings)
+    figures = (f"{weights:.0f} GiB of weights, one {card.product} holds {card.weights_gib:.0f}; "
+               if weights is not None and card is not None else "")
+    link = "needs NVLink" if needs_nvlink(profile, settings) else "PCIe is enough"
+    if needs_nvlink(profile, settings) is None:
+        link = "size unknown"
+    return f"multi-GPU work -> tier {tier} ({figures}{link}; rule: {why})"
