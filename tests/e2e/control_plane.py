@@ -617,3 +617,21 @@ def create_nodes(cp: ControlPlane, nodes: list[dict]) -> None:
                       check=False)
         if done.returncode != 0 and "not found" not in done.stderr:
             raise ControlPlaneError(f"kubectl taint {node['metadata']['name']} failed: {done.stderr}")
+
+
+# --- applying objects and waiting on the webhook's view --------------------------------------------
+
+def apply_object(cp: ControlPlane, obj: dict, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply -f -`` of one object (``extra``: e.g. ``--dry-run=server``), never raising:
+    a denial is an answer the tests read."""
+    return cp.run("apply", "-f", "-", *extra, stdin=json.dumps(obj), check=False)
+
+
+def wait_for(what: str, predicate, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it holds: the webhook's node watch and policy reload are eventual."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+

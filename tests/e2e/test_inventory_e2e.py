@@ -18,7 +18,6 @@ a kubeconfig for this control plane, so the server's node watch (list + watch) s
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from typing import Iterator
 
 import pytest
 
-from control_plane import ControlPlane, ManifestTree, create_nodes, gpu_node, install, kubeconfig_env, \
-    running_control_plane, running_webhook
+from control_plane import ControlPlane, ManifestTree, apply_object as apply, create_nodes, gpu_node, install, \
+    kubeconfig_env, running_control_plane, running_webhook, wait_for
 from objects import vllm_pod
 
 pytestmark = pytest.mark.e2e
@@ -110,16 +109,6 @@ def _generated_certs_with_dra(tree: ManifestTree) -> str:
     return "overlays/_test-generated-certs-dra"
 
 
-def apply(cp: ControlPlane, obj: dict, *extra: str):
-    return cp.run("apply", "-f", "-", *extra, stdin=json.dumps(obj), check=False)
-
-
-def wait_for(what: str, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def test_tier_without_a_usable_node_is_denied_until_one_joins(cluster: Cluster) -> None:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from control_plane import ControlPlane, ManifestTree, create_nodes, gpu_node, install, kubeconfig_env, \
-    running_control_plane, running_webhook
+from control_plane import ManifestTree, apply_object as apply, create_nodes, gpu_node, install, \
+    kubeconfig_env, running_control_plane, running_webhook, wait_for
 from objects import PRODUCT_LABEL, vllm_pod
 
 pytestmark = pytest.mark.e2e
@@ -37,16 +36,6 @@ def gemma_tp2_on_l4(name: str) -> dict:
     return pod
 
 
-def apply(cp: ControlPlane, obj: dict, *extra: str) -> subprocess.CompletedProcess[str]:
-    return cp.run("apply", "-f", "-", *extra, stdin=json.dumps(obj), check=False)
-
-
-def wait_for(what: str, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def test_the_trap_is_denied_only_where_the_cluster_offers_nvlink(control_plane_bin: Path, manifest_tree: ManifestTree,
