@@ -138,9 +138,11 @@ def _strategy(template: PodTemplate, launch: LaunchSpec | None, leader: Workload
               problems: list[Violation]) -> dict[str, Any]:
     """The training-strategy fields of the profile: the annotation, else the launch's (a worker that
     runs no launcher of its own takes its leader's)."""
-    source: Any = launch if launch is not None else leader
-    out = {name: getattr(source, name, None) for name in _STRATEGY_FIELDS} if source is not None else {}
     text = template.annotations.get(TRAINING_STRATEGY)
+    source: Any = launch if launch is not None else leader
+    if text is None and (source is None or getattr(source, "role", None) != "training"):
+        return {}  # an inference pod (most of them) has no strategy to carry
+    out = {name: getattr(source, name, None) for name in _STRATEGY_FIELDS} if source is not None else {}
     if text is None:
         return out
     value = text.strip().lower()

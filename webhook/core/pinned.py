@@ -147,7 +147,8 @@ def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, c
     if not known and not slices:
         return Judged(None)
 
-    fits = {v: _fit_of(profile, ps, settings) for v, ps in known.items()}
+    of_tier = {f.value: f for f in choice.fits}  # a value of the tier was sized already (same option)
+    fits = {v: (of_tier[v],) if v in of_tier else _fit_of(profile, ps, settings) for v, ps in known.items()}
     comfortable = {v for v in known if all(f.fits for f in fits[v])}
     holds = {v: _hold_of(profile, known[v], settings) for v in known if v not in comfortable}
     tight = {v for v, hs in holds.items() if all(h.fits for h in hs)}

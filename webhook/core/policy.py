@@ -383,9 +383,7 @@ def _placement_of(profile: WorkloadProfile, settings: Settings, key: str, values
 def _has_gpu_links(tier: Tier, settings: Settings, profile: WorkloadProfile) -> bool:
     """Does the tier give this pod GPUs joined by NVLink (or Infinity Fabric)? The single-NUMA binding
     is the NVLink tier's promise; a 7B model at TP2 on two PCIe cards is not held to it."""
-    return any(p in settings.catalog.products and not tiering.over_pcie(settings.catalog.products[p],
-                                                                           profile.gpus_per_pod)
-               for p in tier.products)
+    return tiering.has_gpu_links(tier.products, settings.catalog, profile.gpus_per_pod)
 
 
 def _numa(profile: WorkloadProfile, template: PodTemplate, settings: Settings, findings: list[_Finding],
@@ -486,10 +484,16 @@ def _finish(mode: str, tier: str | None, placement: Placement | None, patch_need
 
     Without mutation a pod that needed the patch is not pinned, so where it may land is unknown
     (``placement=None``)."""
-    found = tuple(f.violation for f in findings if not (mutate and f.fixable))
-    admitted = tuple(v for v in found if misplaced == "warn" and v.kind == MISPLACED and not v.trap)
-    violations = tuple(v for v in found if v not in admitted)
-    warnings = [v.short() for v in admitted] + warnings
+    kept: list[Violation] = []
+    warned: list[Violation] = []
+    for f in findings:
+        if mutate and f.fixable:
+            continue
+        v = f.violation
+        (warned if misplaced == "warn" and v.kind == MISPLACED and not v.trap else kept).append(v)
+    violations, admitted = tuple(kept), tuple(warned)
+    if admitted:
+        warnings = [v.short() for v in admitted] + warnings
     audit = mode == "audit"
     if audit:
         warnings = [v.short() for v in violations] + warnings

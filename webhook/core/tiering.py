@@ -125,6 +125,13 @@ def over_pcie(product: GpuProduct, gpus_per_pod: int) -> bool:
     return product.interconnect == NVLINK_BRIDGE and gpus_per_pod > BRIDGE_GPUS
 
 
+@functools.lru_cache(maxsize=256)
+def has_gpu_links(products: tuple[str, ...], catalog: Catalog, gpus_per_pod: int) -> bool:
+    """Does some product of a tier join this many GPUs by NVLink (or Infinity Fabric)? Memoized by
+    value: every multi-GPU review asks it of the same few tiers."""
+    return any(p in catalog.products and not over_pcie(catalog.products[p], gpus_per_pod) for p in products)
+
+
 def scarce(product: GpuProduct) -> bool:
     """A datacenter card a small model wastes: HBM memory and compute capability 8.0 or later (A100,
     H100, H200, B200, MI300X; not T4, V100 or the GDDR cards)."""
