@@ -189,3 +189,25 @@ def test_explain_prints_where_the_line_falls(p: WorkloadProfile, tier: str, link
     line = tiering.placement_rule(p, S)
     assert line is not None and tier in line and link in line, line
     assert tiering.placement_rule(profile(7.2, 1), S) is None  # one GPU: no interconnect to judge
+
+
+@pytest.mark.parametrize(("model", "quant"), [
+    pytest.param("gemma3:27b", "gguf-q4_k_m", id="library-default-tag"),
+    pytest.param("llama3", "gguf-q4_k_m", id="latest"),
+    pytest.param("llama3.1:70b-instruct-q8_0", "gguf-q8_0", id="named-q8"),
+    pytest.param("gemma3:27b-it-fp16", None, id="named-fp16"),
+    pytest.param("hf.co/bartowski/google_gemma-3-27b-it-GGUF:Q4_K_M", None, id="hugging-face-file-left-to-name-rules"),
+])
+def test_ollama_tags_name_what_they_pull(model: str, quant: str | None) -> None:
+    from webhook.core.launchers.serving import ollama_quantization
+    assert ollama_quantization(model) == quant
+
+
+def test_ollamas_default_27b_tag_on_one_l4_is_admitted() -> None:
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "o", "namespace": "ai"},
+           "spec": {"nodeSelector": {GKE: "nvidia-l4"}, "containers": [{
+               "name": "ollama", "image": "ollama/ollama:0.6.5",
+               "command": ["/bin/sh", "-c", "ollama serve & sleep 5; ollama pull gemma3:27b; wait"],
+               "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    (r,) = judge(obj, S)
+    assert r.profile.quantization == "gguf-q4_k_m" and r.decision.allowed and r.decision.tier == "cost", r.decision

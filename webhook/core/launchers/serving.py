@@ -9,6 +9,7 @@ image) in ``nim``; vLLM/SGLang data and expert parallelism in ``parallel``; embe
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from webhook.core.launchers.flags import (
@@ -22,6 +23,7 @@ from webhook.core.launchers.flags import (
 from webhook.core.launchers.parallel import read_sglang_parallel, read_vllm_parallel
 from webhook.core.launchers.scan import is_flag, scan, truthy
 from webhook.core.launchers.spec import Spec
+from webhook.core.models import quantization_from_name
 
 TGI_DEFAULT_MODEL = "bigscience/bloom-560m"
 """What ``text-generation-launcher`` loads when no model is given (clap ``default_value``)."""
@@ -150,7 +152,31 @@ def parse_ollama(args: Sequence[str], b: Spec) -> None:
         model = _ollama_model(argv)
         if model:
             b.set("model", model, "ollama run/pull")
+            quant = ollama_quantization(model)
+            if quant is not None:
+                b.fields["quantization"] = quant
             return
+
+
+OLLAMA_DEFAULT_QUANT = "gguf-q4_k_m"
+"""What a library tag without a quantization pulls: the Ollama library's default tags (``gemma3:27b``,
+``llama3.1:70b``, ``latest``) are Q4_K_M builds (each tag's page on ollama.com/library lists its
+quantization: ``gemma3:27b`` is 17 GB Q4_K_M, not the 54 GB of bf16 weights). Sizing such a pod as bf16
+refused a 27B model on one L4 that runs (issue 24)."""
+_OLLAMA_FULL = re.compile(r"(?<![a-z0-9])(?:fp16|f16|bf16|fp32|f32)(?![a-z0-9])")
+
+
+def ollama_quantization(model: str) -> str | None:
+    """The quantization an Ollama model reference pulls: the one its tag names (``-q8_0``, ``-fp16``
+    gives ``None``: 16-bit), else the library default Q4_K_M. A model pulled from elsewhere
+    (``hf.co/...``: the file's own quantization) is left to the name rules."""
+    if model.startswith(("hf.co/", "huggingface.co/")) or "/" in model.split(":", 1)[0].strip("/"):
+        return None
+    tag = model.split(":", 1)[1].lower() if ":" in model else "latest"
+    named = quantization_from_name(tag)
+    if named is not None:
+        return named
+    return None if _OLLAMA_FULL.search(tag) else OLLAMA_DEFAULT_QUANT
 
 
 def _ollama_model(argv: Sequence[str]) -> str | None:
