@@ -277,3 +277,21 @@ def test_both_llmisvc_versions_and_the_kinds_are_registered() -> None:
     assert [t.spec_pointer for t in pod_templates(v1)] == ["/spec/template"]
     assert {"InferenceService", "LLMInferenceService"} <= WORKLOAD_KINDS
     assert getattr(operators.READERS[(ISVC_API, "InferenceService")], "wants_context", False)
+
+
+@pytest.mark.parametrize(("env", "tp"), [
+    pytest.param([{"name": "VLLM_ADDITIONAL_ARGS", "value": "--tensor-parallel-size=8 --max-model-len 8192"}], 8,
+                 id="additional-args-name-the-tp"),
+    # vLLM's own default where nothing says: TP1
+    pytest.param([{"name": "VLLM_ADDITIONAL_ARGS", "value": "--max-model-len 8192"}], 1, id="no-tp-in-them"),
+    pytest.param([{"name": "VLLM_ADDITIONAL_ARGS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}], 1,
+                 id="not-literal"),
+    pytest.param([{"name": "VLLM_ADDITIONAL_ARGS", "value": "--tensor-parallel-size '8"}], 1, id="unbalanced-quote"),
+])
+def test_the_presets_additional_args_are_read(env: list[dict[str, Any]], tp: int | None) -> None:
+    """The presets end ``vllm serve /mnt/models ... ${VLLM_ADDITIONAL_ARGS}``: a TP there is the engine's."""
+    obj = llm(template={"containers": [{"name": "main", "env": env, "resources": gpus(8)}]})
+    (r,) = [r for r in judge(obj, S) if r.profile.gpus_per_pod]
+    assert r.profile.tensor_parallel == tp
+    if tp == 8:
+        assert r.decision.allowed and not r.decision.violations

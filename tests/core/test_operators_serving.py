@@ -574,3 +574,19 @@ def test_hostile_top_level_fields_never_raise(obj: dict[str, Any], top: str) -> 
 ])
 def test_hostile_counts(obj: dict[str, Any], pods: int, group: int) -> None:
     assert [(f.pods, f.group) for f in operators.templates(obj)] == [(pods, group)]
+
+
+@pytest.mark.parametrize(("status", "pods"), [
+    pytest.param({}, 2, id="estimated-before-kaito-sets-the-count"),
+    pytest.param({"status": {"targetNodeCount": 5}}, 5, id="the-controllers-count-wins"),
+])
+def test_kaito_presets_node_count_is_the_estimators_not_the_deprecated_count(status: dict[str, Any],
+                                                                             pods: int) -> None:
+    """resource.count is deprecated: Kaito sizes the nodes from the preset's memory need, so a 70B
+    bf16 preset on one-A100 nodes is a multi-node group (~145 GiB over 80 GiB nodes: 2), not a model
+    denied as too big for one GPU."""
+    obj = workspace({"count": 1, "instanceType": "Standard_NC24ads_A100_v4"},
+                    {"preset": {"name": "meta-llama/Llama-3.3-70B-Instruct"}}, **status)
+    (r,) = judge(obj, S)
+    assert r.profile.pods == pods and r.decision.allowed, r.decision
+    assert bool(status) is not any("node estimator" in w for w in r.decision.warnings)

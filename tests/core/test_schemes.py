@@ -65,6 +65,10 @@ CASES = [
                  {"node.kubernetes.io/instance-type"}, "node.kubernetes.io/instance-type", id="aws-instance-type-p5"),
     pytest.param(pod(*BIG, nodeSelector={"node.kubernetes.io/instance-type": "g6.12xlarge"}), False,
                  ["model-does-not-fit"], {"node.kubernetes.io/instance-type"}, None, id="aws-instance-type-g6-refused"),
+    pytest.param(pod(*BIG, nodeSelector={"karpenter.k8s.aws/instance-family": "p5"}), True, [],
+                 {"karpenter.k8s.aws/instance-family"}, "karpenter.k8s.aws/instance-family", id="karpenter-family-p5"),
+    pytest.param(pod(*BIG, nodeSelector={"karpenter.k8s.aws/instance-family": "g6"}), False, ["model-does-not-fit"],
+                 {"karpenter.k8s.aws/instance-family"}, None, id="karpenter-family-g6-refused"),
     pytest.param(pod(*BIG, nodeSelector={"node.kubernetes.io/instance-type": "acme.gpu-mega"}), True,
                  [], {"node.kubernetes.io/instance-type"}, None, id="unknown-instance-type-kept-as-written"),
 ]

@@ -28,6 +28,12 @@ one product (:func:`webhook.core.instance_types.instance_product`: EC2 families,
 types, Azure sizes, OCI shapes, GCE machine types) name it; any other value is unknown here."""
 
 
+INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+INSTANCE_FAMILY_SCHEME = "instance-family"
+"""Karpenter's well-known label of an EC2 node's family (``g5``, ``p5``: karpenter.sh docs, "Well-Known
+Labels"): the families of :data:`webhook.core.instance_types.INSTANCE_FAMILIES` name one product."""
+
+
 @dataclass(frozen=True)
 class ForeignPin:
     """The values a pod spec pins for the product label of a scheme other than the policy's."""
@@ -46,9 +52,10 @@ def foreign_pin(spec: Mapping[str, Any], catalog: Catalog, policy_scheme: str) -
         pinned = pinned_values(spec, key)
         if pinned.values is not None:
             return ForeignPin(scheme, key, pinned.values, pinned.via_node_selector)
-    pinned = pinned_values(spec, INSTANCE_TYPE)
-    if pinned.values is not None:
-        return ForeignPin(INSTANCE_SCHEME, INSTANCE_TYPE, pinned.values, pinned.via_node_selector)
+    for scheme, key in ((INSTANCE_SCHEME, INSTANCE_TYPE), (INSTANCE_FAMILY_SCHEME, INSTANCE_FAMILY)):
+        pinned = pinned_values(spec, key)
+        if pinned.values is not None:
+            return ForeignPin(scheme, key, pinned.values, pinned.via_node_selector)
     return None
 
 
@@ -57,15 +64,19 @@ def products_of(pin: ForeignPin, catalog: Catalog) -> dict[str, tuple[str, ...]]
     if pin.scheme == INSTANCE_SCHEME:
         return {value: tuple(p for p in [instance_product(value)] if p and p in catalog.products)
                 for value in sorted(pin.values)}
+    if pin.scheme == INSTANCE_FAMILY_SCHEME:
+        return {value: tuple(p for p in [INSTANCE_FAMILIES.get(value)] if p and p in catalog.products)
+                for value in sorted(pin.values)}
     return {value: catalog.named_products(value, pin.scheme) for value in sorted(pin.values)}
 
 
 def values_for(catalog: Catalog, scheme: str, product_ids: Iterable[str]) -> tuple[str, ...]:
     """One label value per product in ``scheme`` (its first spelling), in the order given; for
     instance types, the EC2 families (``p5.*``): the size part is the user's choice."""
-    if scheme == INSTANCE_SCHEME:
+    if scheme in (INSTANCE_SCHEME, INSTANCE_FAMILY_SCHEME):
         wanted = set(product_ids)
-        return tuple(f"{family}.*" for family, pid in INSTANCE_FAMILIES.items() if pid in wanted)
+        suffix = ".*" if scheme == INSTANCE_SCHEME else ""
+        return tuple(f"{family}{suffix}" for family, pid in INSTANCE_FAMILIES.items() if pid in wanted)
     out: list[str] = []
     for pid in dict.fromkeys(product_ids):
         labels = catalog.product(pid).labels.get(scheme, ())

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -360,8 +361,29 @@ def _llm_pod(template: Mapping[str, Any], uri: Any, parallelism: Any) -> dict[st
     def filled(c: Any) -> Any:
         if not isinstance(c, Mapping) or c.get("name") != "main" or "command" in c or "args" in c:
             return c
-        return {**c, "command": ["vllm", "serve", model], "args": _preset_args(parallelism)}
+        return {**c, "command": ["vllm", "serve", model], "args": [*_preset_args(parallelism), *_additional_args(c)]}
     return {**template, "containers": [filled(c) for c in containers]}
+
+
+ADDITIONAL_ARGS = "VLLM_ADDITIONAL_ARGS"
+"""The presets' way to add vLLM flags from the manifest: their ``main`` command ends
+``exec vllm serve /mnt/models ... ${VLLM_ADDITIONAL_ARGS} $@`` (kserve/kserve
+config/llmisvcconfig/config-llm-decode-template.yaml @01b1241), so ``--tensor-parallel-size=8`` in this
+env var of the manifest's ``main`` container is the engine's TP (after the preset's own flags: the
+last occurrence of a flag wins in vLLM's argument parser)."""
+
+
+def _additional_args(container: Mapping[str, Any]) -> list[str]:
+    """The words of the ``main`` container's literal ``VLLM_ADDITIONAL_ARGS`` (shell-split, as the
+    preset's ``eval`` splits them); none when it is absent, not literal or not splittable."""
+    env = container.get("env")
+    for item in env if isinstance(env, list) else ():
+        if isinstance(item, Mapping) and item.get("name") == ADDITIONAL_ARGS and isinstance(item.get("value"), str):
+            try:
+                return shlex.split(item["value"][:4096])[:256]
+            except ValueError:
+                return []
+    return []
 
 
 def _workload(spec: Mapping[str, Any], base: tuple[str, ...], prefix: str, uri: Any,

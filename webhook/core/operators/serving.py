@@ -109,11 +109,13 @@ NVIDIA Dynamo ``nvidia.com/v1alpha1`` DynamoGraphDeployment (ai-dynamo/dynamo, d
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from webhook.core import models, sizing
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
 from webhook.core.operators import Found, Reader, count, dig, mapping, name_of, product
@@ -371,10 +373,12 @@ def _nim(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
 
 
 AZURE_SKUS: Mapping[str, tuple[int, str | None]] = {
-    # pkg/sku/azure_sku_handler.go: SKU -> (GPUs per node, catalog product). The product is chosen by
+    # pkg/sku/azure_sku_handler.go@46dea37d (every SKU it lists): SKU -> (GPUs per node, catalog product). The product is chosen by
     # Kaito's GPUModel and per-GPU memory (GPUMemGiB / GPUCount) with Azure's series: NC A100 v4 is the
     # 80 GB PCIe card, ND A100 v4 the 40 GB SXM4 and NDm A100 v4 the 80 GB SXM4, NC(C)ads H100 v5 the
     # 94 GB H100 NVL, ND H100 v5 the SXM5; None where the catalog has no such product.
+    "Standard_NC6s_v3": (1, None), "Standard_NC12s_v3": (2, None), "Standard_NC24s_v3": (4, None),
+    "Standard_NC24rs_v3": (4, None),  # V100 16 GB PCIe: not a catalog product (its 32 GB and SXM2 are)
     "Standard_NC4as_T4_v3": (1, "T4"), "Standard_NC8as_T4_v3": (1, "T4"),
     "Standard_NC16as_T4_v3": (1, "T4"), "Standard_NC64as_T4_v3": (4, "T4"),
     "Standard_NV36ads_A10_v5": (1, "A10"), "Standard_NV72ads_A10_v5": (2, "A10"),
@@ -385,6 +389,7 @@ AZURE_SKUS: Mapping[str, tuple[int, str | None]] = {
     "Standard_NCC40ads_H100_v5": (1, "H100-NVL"), "Standard_ND96isr_H100_v5": (8, "H100-SXM5-80GB"),
     "Standard_ND96isr_H200_v5": (8, "H200"),
     "Standard_NG32ads_V620_v1": (1, None), "Standard_NG32adms_V620_v1": (1, None),
+    "Standard_NV6": (1, None), "Standard_NV12": (2, None), "Standard_NV24": (4, None),
     "Standard_NV12s_v3": (1, None), "Standard_NV24s_v3": (2, None), "Standard_NV48s_v3": (4, None),
     "Standard_NV32as_v4": (1, None),
 }
@@ -416,6 +421,29 @@ def _kaito_nodes(obj: Mapping[str, Any]) -> int:
     ``resource.count`` (default 1)."""
     target = positive(dig(obj, "status", "targetNodeCount"))
     return target or count(dig(obj, "resource", "count"))
+
+
+KAITO_MAX_NODES = 16
+
+
+def _kaito_estimate(preset: str, product_id: str | None, gpus: int | None) -> int | None:
+    """The nodes Kaito's estimator would give a preset when ``status.targetNodeCount`` is not set yet.
+
+    ``resource.count`` is deprecated in v1beta1 and the controller sizes the node count itself: the
+    preset's total GPU memory requirement over the instance type's GPU memory per node, rounded up
+    (pkg/workspace/estimator/skubasednodesestimator, kaito-project/kaito#1414; a maintainer confirms
+    the count is ignored in kaito-project/kaito#1956). The preset table is Kaito's, not in the input,
+    so the requirement is estimated the way this project sizes weights (the model catalog's size and
+    native precision, 10% for the runtime and cache), and only ever raises the count: a 119B preset
+    on one-A100 nodes is a multi-node group, not a model that "does not fit one GPU"."""
+    info = models.describe(preset)
+    catalog = default_catalog()
+    if info is None or gpus is None or product_id not in catalog.products:
+        return None
+    bpp = sizing.bytes_per_param(dtype=None, quantization=info.name_quantization, native_dtype=info.native_dtype)
+    need_gib = info.params_b * 1e9 * bpp / sizing.GIB * 1.1
+    per_node = catalog.products[product_id].memory_gib * gpus
+    return min(KAITO_MAX_NODES, max(1, math.ceil(need_gib / per_node))) if per_node > 0 else None
 
 
 def _kaito_selection(obj: Mapping[str, Any], notes: list[str]) -> tuple[dict[str, Any] | None, int | None]:
@@ -469,6 +497,13 @@ def _kaito(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
     if gpus is None:
         gpus = 1
         notes.append("the GPUs per node come from the preset (not in the input) or the nodes' labels: 1 assumed")
+    if positive(dig(obj, "status", "targetNodeCount")) is None:
+        estimate = _kaito_estimate(preset_name, kaito_sku(text(mapping(obj.get("resource")).get("instanceType")))[1],
+                                   sku_gpus)
+        if estimate is not None and estimate > nodes:
+            notes.append(f"{estimate} nodes: Kaito's node estimator sizes the preset over the instance type's GPU "
+                         f"memory (resource.count {nodes} is deprecated); status.targetNodeCount will say")
+            nodes = group = estimate
     name = name_of(dig(obj, "metadata", "name"), "workspace")
     if role == "inference":
         args = ["--model", preset_name, "--tensor-parallel-size", str(gpus)]
