@@ -283,18 +283,19 @@ def _pinned_does_not_fit(profile: WorkloadProfile, settings: Settings, choice: T
                      f"{value}: {worst.reason}{where}", path, fix=fix[:FIX_BUDGET - len(DOES_NOT_FIT) - 2])
 
 
-def _way_out(profile: WorkloadProfile, settings: Settings, inventory: Inventory | None) -> TierChoice | None:
-    """The NVLink tier, evaluated against the cluster, when the cluster offers a fitting NVLink
-    product for this pod (a node with room, a NodePool, a scalable product); ``None`` when it does
-    not, or when no inventory is known."""
+def _way_out(profile: WorkloadProfile, settings: Settings,
+             inventory: Inventory | None) -> tuple[TierChoice, list[str]] | None:
+    """The NVLink tier, evaluated against the cluster, and its values that offer this pod fitting
+    NVLink GPUs (a node with room, a NodePool, a scalable product); ``None`` when there are none, or
+    when no inventory is known. A policy's large-model tier may list PCIe cards too: never offered."""
     tier = settings.tier(settings.large_model_tier)
     if inventory is None or tier is None:
         return None
     choice = evaluate(tier, profile, settings, inventory)
-    nvlink = [o.value for o in choice.options
-              if not any(tiering.over_pcie(settings.catalog.products[p], profile.gpus_per_pod) for p in o.products)]
+    nvlink = {o.value for o in choice.options
+              if not any(tiering.over_pcie(settings.catalog.products[p], profile.gpus_per_pod) for p in o.products)}
     usable = [v for v in choice.usable() if v in nvlink]
-    return choice if usable else None
+    return (choice, usable) if usable else None
 
 
 def _trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin: Pin, traps: Sequence[str],
@@ -306,10 +307,11 @@ def _trap(profile: WorkloadProfile, settings: Settings, choice: TierChoice, pin:
     head = (f"{describe(profile)} needs NVLink: its {weights:.0f} GiB of weights are more than one "
             f"{card.product if card else 'cost card'} holds, and TP{profile.tensor_parallel} over "
             f"[{', '.join(traps)}] sends every layer's all-reduces over PCIe")
-    out = _way_out(profile, settings, inventory)
-    if out is not None:
-        offer = _offer(pin, settings, out.usable(), out)
-        best = _reference(out, _in_scheme(pin, settings, out, out.usable()))
+    found = _way_out(profile, settings, inventory)
+    if found is not None:
+        out, usable = found
+        offer = _offer(pin, settings, usable, out)
+        best = _reference(out, _in_scheme(pin, settings, out, usable))
         speed = (f" ({_ms(pinned[1])} on {pinned[0]} against {_ms(best)} on {best.value})"
                  if pinned is not None and best is not None and _ms(pinned[1]) and _ms(best) else "")
         return Violation(TIER_MISMATCH, f"{head}{speed}; the cluster has NVLink GPUs that hold it: pin {pin.key} In "
