@@ -23,6 +23,11 @@ The invariants (``Checker.check``):
 - no planted credential (token-shaped strings in args, annotations, node names; values of
   secret-named env variables) appears in any message, warning or audit annotation;
 - every review is answered within ``LATENCY_LIMIT`` CPU seconds (in process, no TLS).
+
+The alphabets are not ASCII-only: :data:`STRINGS` and :data:`COUNT_TEXTS` hold other scripts'
+digits (``"²"`` passes ``str.isdigit()`` and makes ``int()`` raise), other Unicode (combining marks,
+right-to-left controls, emoji, non-ASCII spaces) and NUL, and ``Mutator._count`` writes them where
+the engine reads a count. With ASCII-only alphabets the fuzzer could not find issue 25's 500s.
 """
 
 from __future__ import annotations
@@ -322,6 +327,26 @@ STRINGS = [
     "~0~1/", "a" * 253, "x" * 5000, "$(" * 2000, "${" * 2000, "'\"`\\" * 500, "a/" * 300,
     PLANTED["hf"], PLANTED["openai"], PLANTED["github"], PLANTED["ngc"],
 ]
+NOT_ASCII_DIGITS = [
+    "\u00b2", "\u0663", "\u0661\u0662", "\uff11\uff12", "\uff14", "\u07c4", "\U0001d7d2", "\u2163", "\u00bd", "\u2464",
+]
+"""Digits of other scripts and digit-like signs: ``str.isdigit`` is true for all but the Roman four and
+the half, and ``int()`` takes the decimal ones (Arabic-Indic, fullwidth, NKo, mathematical) but raises
+on the superscript two and the circled five. A count reader built on ``isdigit`` + ``int`` gave a 500
+for "²" (issue 25); one that takes ``int()``'s word reads "１２" as 12."""
+OTHER_UNICODE = [
+    "4\u0301", "\u0301", "\u202e4", "\u200f8\u200e", "4\ufe0f\u20e3", "\U0001f600", "\u00a04", "4\u2003", "\u200b",
+    "\u05d0", "\ufeff4",
+]
+"""Combining marks, right-to-left and invisible controls, emoji, non-ASCII spaces (``str.strip`` takes them
+away), a Hebrew letter, a byte-order mark."""
+NUL = ["\x00", "4\x00", "\x004", "\x00" * 64]
+COUNT_LOOKALIKES = ["1_000", "+3", " 12 ", "\t4\n", "0012", "-0", "4.", "0x10", "1e2", "9" * 5000]
+"""ASCII spellings ``int()`` or ``float()`` take that are no count (or one past Python's 4,300-digit
+limit, where ``int()`` raises)."""
+COUNT_TEXTS = ["4", "2", *NOT_ASCII_DIGITS, *OTHER_UNICODE, *NUL, *COUNT_LOOKALIKES]
+"""What the targeted mutator writes where the engine reads a count (issue 25, point 4)."""
+STRINGS += [*NOT_ASCII_DIGITS, *OTHER_UNICODE, *NUL, *COUNT_LOOKALIKES[:-1]]
 
 
 def clone(value: Any) -> Any:
@@ -475,6 +500,8 @@ class Mutator:
                       if isinstance(c, dict) and ("image" in c or "command" in c)]
         specs = [s for h, k in self.places(self._inner(doc)) for s in [h[k]]
                  if isinstance(s, dict) and "containers" in s]
+        if r.random() < 0.2:
+            return self._count(doc, containers, specs)
         choice = r.randrange(12)
         if containers and choice < 6:
             c = r.choice(containers)
@@ -535,6 +562,42 @@ class Mutator:
                     "x", [1], None, {"gpu-admission.io/params": 4}])
                 return "targeted:metadata"
         return "targeted:none"
+
+    def _count(self, doc: dict[str, Any], containers: list[Any], specs: list[Any]) -> str:
+        """A spelling of :data:`COUNT_TEXTS` where the engine turns text into a count: the
+        tensor-parallel and group-size annotations, the LWS size label, a launcher flag, a shell
+        positional parameter, ``mpirun -n``, a controller's replicas, a GPU quantity, a node
+        affinity's ``Gt`` value."""
+        r = self.rng
+        text = r.choice(COUNT_TEXTS)
+        obj = self._inner(doc)
+        choice = r.randrange(9)
+        if specs and choice == 8:
+            r.choice(specs)["affinity"] = required([expr("example.com/gpu-memory-gib", r.choice(["Gt", "Lt"]), text)])
+            return "count:affinity"
+        if containers and choice < 4:
+            c = r.choice(containers)
+            if choice == 0:
+                c["command"] = ["vllm", "serve", "m", "--tensor-parallel-size", text]
+            elif choice == 1:
+                c["command"] = ["sh", "-c", f"exec vllm serve m -tp ${text} -pp $1", "sh", text]
+            elif choice == 2:
+                c["command"] = ["mpirun", r.choice(["-n", "-np"]), text, "python", "train.py"]
+            else:
+                c["resources"] = {"limits": {"nvidia.com/gpu": text}}
+            return f"count:{choice}"
+        if isinstance(obj, dict) and isinstance(obj.get("spec"), dict) and choice < 6:
+            obj["spec"][r.choice(["replicas", "parallelism"])] = text
+            return "count:replicas"
+        if isinstance(obj, dict):
+            meta = obj.setdefault("metadata", {}) if isinstance(obj.get("metadata", {}), dict) else None
+            if isinstance(meta, dict):
+                key = r.choice(["gpu-admission.io/tensor-parallel", "gpu-admission.io/group-size",
+                                "leaderworkerset.sigs.k8s.io/size"])
+                meta["annotations"] = {**(meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}),
+                                       key: text}
+                return "count:annotation"
+        return "count:none"
 
     def _envelope(self, doc: dict[str, Any]) -> str:
         r = self.rng

@@ -1,10 +1,12 @@
 """The policy file replaced with garbage under load: decisions continue with the last good policy.
 
 One instance with ``--config policy.yaml``, open loop at ``--rate`` of one review whose verdict shows
-the policy in force (a 4-GPU Llama-70B pinned to L40S: enforce denies, audit admits). Every 3 s the
+the policy in force (a 2-GPU Llama-70B pinned to L40S, which cannot work: enforce denies, audit
+admits; at TP4 it is only misplaced since issue 24, admitted in both). Every 3 s the
 file is replaced (atomically, as a ConfigMap update does) by the next of: enforce, garbage YAML,
-audit, binary junk, an invalid policy (a schema error), enforce, an empty file's worth of nothing
-valid, audit, ... Expected verdict of each answer: the last *valid* policy written before the request,
+audit, binary junk, an invalid policy (a schema error), enforce, a truncated file, audit, a list, an
+empty file, audit, a file cut after its opening comments, one without apiVersion and kind (the last
+three were valid policies, the embedded default's enforce, before issue 25), ... Expected verdict of each answer: the last *valid* policy written before the request,
 except within ``WINDOW`` s after a valid change (workers reload on their next request after the 1 s
 interval). Counted: answers that disagree with the last good policy outside those windows (target 0),
 failed calls (target 0), and /readyz and the config_valid gauge while a broken file is in place.
@@ -30,16 +32,23 @@ WINDOW = 2.5
 """Seconds after a valid policy change during which either verdict is right (1 s reload interval,
 each worker reloading on its next request after it)."""
 
+HEADER = b"apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
+"""What every policy file states: a file without it (empty, cut short) is broken, not the default."""
+
 VERSIONS: list[tuple[str, bytes, str | None]] = [
-    ("enforce", b"mode: enforce\n", "enforce"),
-    ("garbage YAML", b"mode: [enforce\n  {{{: :\n", None),
-    ("audit", b"mode: audit\n", "audit"),
+    ("enforce", HEADER + b"mode: enforce\n", "enforce"),
+    ("garbage YAML", HEADER + b"mode: [enforce\n  {{{: :\n", None),
+    ("audit", HEADER + b"mode: audit\n", "audit"),
     ("binary junk", os.urandom(4096), None),
-    ("schema error", b"mode: sometimes\ntiers: 42\n", None),
-    ("enforce", b"mode: enforce\n", "enforce"),
-    ("truncated mid-write", b"mode: aud", None),
-    ("audit", b"mode: audit\n", "audit"),
+    ("schema error", HEADER + b"mode: sometimes\ntiers: 42\n", None),
+    ("enforce", HEADER + b"mode: enforce\n", "enforce"),
+    ("truncated mid-write", HEADER + b"mode: aud", None),
+    ("audit", HEADER + b"mode: audit\n", "audit"),
     ("not a mapping", b"- just\n- a list\n", None),
+    ("empty file", b"", None),
+    ("audit", HEADER + b"mode: audit\n", "audit"),
+    ("cut after its comments", b"# gpu-admission policy\n#\n# Copy this file\n", None),
+    ("no apiVersion and kind", b"mode: enforce\n", None),
 ]
 
 
@@ -81,7 +90,7 @@ async def run(seconds: float, rate: float, work: Path) -> dict[str, Any]:
     policy = work / "policy.yaml"
     policy.write_bytes(VERSIONS[0][1])
     server = common.start_server(work, config=policy)
-    wrong = common.vllm_pod("llama", pin="NVIDIA-L40S")
+    wrong = common.vllm_pod("llama", pin="NVIDIA-L40S", tp=2)  # 66 GiB of weights per 48 GB card: cannot work
     mix = common.Mix((("/validate", json.dumps(common.review(wrong, "UID"), separators=(",", ":")).encode()),))
     try:
         load = common.Load([server.port], server.ca, mix=mix)

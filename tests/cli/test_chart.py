@@ -9,6 +9,7 @@ the kubectl the control-plane build makes, the `manifest_tree` fixture of confte
     mode=audit                            overlays/cert-manager-audit
     failOpen=true                         base + components/cert-manager + components/fail-open
     dra.enabled=true                      base + components/cert-manager + components/dra
+    extender.enabled=true                 base + components/cert-manager + components/extender
     certificates.certManager=false        overlays/generated-certs, less its Secret (a Helm user
       + caBundle=<the overlay's CA>       provides the Secret; the chart takes its name)
 
@@ -144,7 +145,8 @@ def test_helm_lint(helm: Path) -> None:
     done = run_helm(helm, "lint", "--strict", str(CHART))
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
     for values in (["--set", "mode=audit"], ["--set", "failOpen=true", "--set", "dra.enabled=true"],
-                   ["--set", "certificates.certManager=false", "--set", "certificates.caBundle=Q0E="]):
+                   ["--set", "certificates.certManager=false", "--set", "certificates.caBundle=Q0E="],
+                   ["--set", "extender.enabled=true", "--set", "extender.tokenSecret=gpu-admission-extender-token"]):
         run_helm(helm, "lint", "--strict", str(CHART), *values)
 
 
@@ -154,6 +156,8 @@ def test_helm_lint(helm: Path) -> None:
     (["--set", "failOpen=yes"], "failOpen"),
     (["--set", "unknownValue=1"], "unknownValue"),
     (["--set", "certificates.certManager=false"], "caBundle"),
+    (["--set", "extender.enabled=true", "--set", "extender.clientCAConfigMap="], "never served unauthenticated"),
+    (["--set", "extender.enabled=yes"], "enabled"),
 ])
 def test_the_values_schema_refuses_mistakes(helm: Path, values: list[str], message: str) -> None:
     done = run_helm(helm, "template", RELEASE, str(CHART), *values, check=False)
@@ -194,6 +198,11 @@ def test_dra_renders_the_dra_component(helm: Path, manifest_tree) -> None:
     assert_same_objects(template(helm, "--set", "dra.enabled=true"), manifest_tree.render(rel))
 
 
+def test_the_extender_renders_the_extender_component(helm: Path, manifest_tree) -> None:
+    rel = manifest_tree.with_components("components/cert-manager", "components/extender")
+    assert_same_objects(template(helm, "--set", "extender.enabled=true"), manifest_tree.render(rel))
+
+
 def test_provided_certificates_render_the_generated_certs_overlay(helm: Path, manifest_tree) -> None:
     kustomize = manifest_tree.render("overlays/generated-certs")
     secret = [d for d in kustomize if d["kind"] == "Secret"]
@@ -220,6 +229,9 @@ VARIANTS = {
     "fail-open+dra": ["--set", "failOpen=true", "--set", "dra.enabled=true"],
     "audit+dra": ["--set", "mode=audit", "--set", "dra.enabled=true"],
     "provided-certs": ["--set", "certificates.certManager=false", "--set", "certificates.caBundle=Q0E="],
+    "extender+token": ["--set", "extender.enabled=true", "--set", "extender.tokenSecret=gpu-admission-extender-token"],
+    "extender-token-only": ["--set", "extender.enabled=true", "--set", "extender.clientCAConfigMap=",
+                            "--set", "extender.tokenSecret=gpu-admission-extender-token"],
     "tuned": ["--set", "replicas=3", "--set", "image.repository=registry.example/gpu-admission",
               "--set", "image.tag=0.1.1", "--set", "resources.limits.memory=512Mi",
               "--set", "namespaceSelector.excludedNamespaces={kube-system,monitoring}",
@@ -247,8 +259,15 @@ def test_values_reach_the_objects(helm: Path) -> None:
     assert container["image"] == "registry.example/gpu-admission:0.1.1"
     assert container["resources"]["limits"] == {"cpu": "2", "memory": "512Mi"}
     entries = webhook_entries(docs)
-    assert len(entries) == 11 + 2
+    assert len(entries) == 11 + 1 + 2
+    # the policy ConfigMap's entry selects the release namespace only, whatever the selector values say
+    (policy,) = [w for w in entries if w["name"] == "validate-policy.gpu-admission.io"]
+    assert policy["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACE]}]}
+    assert policy["failurePolicy"] == "Ignore"
     for w in entries:
+        if w is policy:
+            continue
         expressions = w["namespaceSelector"]["matchExpressions"]
         assert expressions[0] == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                   "values": ["kube-system", "monitoring", NAMESPACE]}
@@ -258,12 +277,47 @@ def test_values_reach_the_objects(helm: Path) -> None:
     assert not any("'gpu.nvidia.com'" in w["matchConditions"][0]["expression"] for w in dra)
 
 
+@pytest.mark.parametrize("variant, args, sources", [
+    pytest.param("defaults", [], [], id="off-by-default"),
+    pytest.param("extender+token", ["--extender-bind", "0.0.0.0:8444",
+                                    "--extender-client-ca", "/etc/gpu-admission/extender/client-ca.crt",
+                                    "--extender-token-file", "/etc/gpu-admission/extender/token"],
+                 [{"configMap": {"name": "gpu-admission-extender-client-ca",
+                                 "items": [{"key": "ca.crt", "path": "extender/client-ca.crt"}]}},
+                  {"secret": {"name": "gpu-admission-extender-token",
+                              "items": [{"key": "token", "path": "extender/token"}]}}], id="client-ca-and-token"),
+    pytest.param("extender-token-only", ["--extender-bind", "0.0.0.0:8444",
+                                         "--extender-token-file", "/etc/gpu-admission/extender/token"],
+                 [{"secret": {"name": "gpu-admission-extender-token",
+                              "items": [{"key": "token", "path": "extender/token"}]}}], id="token-only"),
+])
+def test_the_extender_values_reach_the_deployment(helm: Path, variant: str, args: list[str],
+                                                  sources: list[dict]) -> None:
+    """Off unless enabled (no flag, port or mount); enabled, each way to authenticate is mounted from
+    its ConfigMap or Secret and named in the flags, and port 8444 opens in the Service and the
+    NetworkPolicy."""
+    from webhook.cli.main import build_parser
+
+    docs = template(helm, *VARIANTS[variant])
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][container["args"].index("8") + 1:] == args
+    build_parser().parse_args(container["args"])  # flags serve knows
+    assert pod["volumes"][0]["projected"]["sources"][2:] == sources
+    service = next(d for d in docs if d["kind"] == "Service")["spec"]["ports"]
+    ingress = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]["ingress"][0]["ports"]
+    enabled = bool(args)
+    assert [p["containerPort"] for p in container["ports"]] == [8443] + [8444] * enabled
+    assert [p["port"] for p in service] == [443] + [8444] * enabled
+    assert [p["port"] for p in ingress] == [8443] + [8444] * enabled
+
+
 def test_audit_mode_also_audits_dra_claims(helm: Path) -> None:
     """components/dra + components/audit leave the DRA entries enforcing unlabelled namespaces (the
     audit component patches the entries by name and does not know them); the chart's audit mode
     audits them like every other enforcing entry: only mode=enforce namespaces are sent."""
     for w in webhook_entries(template(helm, *VARIANTS["audit+dra"])):
-        if w["name"].startswith(("validate-", "mutate-")):
+        if w["name"].startswith(("validate-", "mutate-")) and w["name"] != "validate-policy.gpu-admission.io":
             assert w["namespaceSelector"]["matchExpressions"][1] == \
                 {"key": "gpu-admission.io/mode", "operator": "In", "values": ["enforce"]}, w["name"]
 
@@ -287,7 +341,9 @@ def test_another_release_namespace_is_used_everywhere(helm: Path) -> None:
     assert next(d for d in docs if d["kind"] == "Namespace")["metadata"]["name"] == "gpu-admission-system"
     for w in webhook_entries(docs):
         assert w["clientConfig"]["service"]["namespace"] == "gpu-admission-system"
-        assert w["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "gpu-admission-system"]
+        own = w["name"] == "validate-policy.gpu-admission.io"  # the release namespace's policy ConfigMap only
+        assert w["namespaceSelector"]["matchExpressions"][0]["values"] == (
+            ["gpu-admission-system"] if own else ["kube-system", "gpu-admission-system"])
     serving = next(d for d in docs if d["kind"] == "Certificate" and d["metadata"]["name"] == "gpu-admission-serving")
     assert serving["spec"]["dnsNames"] == ["gpu-admission.gpu-admission-system.svc",
                                            "gpu-admission.gpu-admission-system.svc.cluster.local"]

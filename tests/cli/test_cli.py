@@ -79,8 +79,9 @@ def test_json_shape(files: dict[str, Path]) -> None:
     code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged", "templated"}
-    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0, "templated": 0}
+    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged", "templated", "errors"}
+    assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0, "templated": 0,
+                              "errors": 0}
     good, bad = doc["results"]
     for r in doc["results"]:
         assert {"source", "apiVersion", "kind", "name", "namespace", "allowed", "mode", "profile", "tier",
@@ -173,14 +174,14 @@ def test_usage_errors(argv: list[str], needle: str, capsys: pytest.CaptureFixtur
 
 def test_bad_config_is_usage_error(files: dict[str, Path], tmp_path: Path) -> None:
     cfg = tmp_path / "policy.yaml"
-    cfg.write_text("largeModelParamsB: lots\n")
+    cfg.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\nlargeModelParamsB: lots\n")
     code, out, err = run("check", str(files["good"]), "--config", str(cfg))
     assert code == 2 and "largeModelParamsB" in err and out == ""
 
 
 def test_config_changes_decisions(files: dict[str, Path], tmp_path: Path) -> None:
     cfg = tmp_path / "policy.yaml"
-    cfg.write_text("mode: audit\n")
+    cfg.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\nmode: audit\n")
     code, out, _ = run("check", str(files["bad"]), "--config", str(cfg), "--output", "json")
     assert code == 0 and json.loads(out)["results"][0]["mode"] == "audit"
 

@@ -1,6 +1,6 @@
 """The two installs (issue 16, point 3), each into a fresh virtual environment, and run from there.
 
-- ``pip install gpu-admission``: ``check`` and ``explain`` for CI, with PyYAML and jsonschema only;
+- ``pip install gpu-admission``: ``check``, ``explain`` and ``policy check`` for CI, with PyYAML and jsonschema only;
   none of the server's libraries is importable, and ``serve``, ``certs`` and ``inventory`` exit 2
   with one line naming the extra to install (never a traceback).
 - ``pip install 'gpu-admission[server]'``: the admission server, started from that venv.
@@ -113,6 +113,17 @@ def test_light_install_checks_a_manifest(light: Path, tmp_path: Path) -> None:
     assert "model-does-not-fit" in done.stdout
     done = _run([str(light / "gpu-admission"), "explain", str(EXAMPLE)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_light_install_checks_a_policy_file(light: Path, tmp_path: Path) -> None:
+    """`policy check` is a CI command too: it needs the core only."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\nmode: audit\n")
+    done = _run([str(light / "gpu-admission"), "policy", "check", str(policy)], cwd=tmp_path)
+    assert done.returncode == 0 and "mode audit" in done.stdout, done.stderr
+    policy.write_text("mode: audit\n")
+    done = _run([str(light / "gpu-admission"), "policy", "check", str(policy)], cwd=tmp_path)
+    assert done.returncode == 1 and "apiVersion: missing" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_light_install_runs_the_installed_copy_without_the_server_libraries(light: Path, tmp_path: Path) -> None:

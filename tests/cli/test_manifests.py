@@ -51,8 +51,8 @@ CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")  # CRDs: the monitor
 def test_the_layout_is_what_the_readme_documents() -> None:
     assert KUSTOMIZATIONS == [".", "base", "overlays/cert-manager", "overlays/cert-manager-audit",
                               "overlays/generated-certs", "overlays/generated-certs-audit"]
-    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/fail-open",
-                          "components/monitoring"]
+    assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/extender",
+                          "components/fail-open", "components/monitoring"]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,11 @@ EXPECTED_ENTRIES = {
        for k in ("pods", "workloads", "cronjobs", "leaderworkersets", "operators")},
     **{("ValidatingWebhookConfiguration", f"audit-{k}.gpu-admission.io"): "/validate/audit"
        for k in ("pods", "workloads", "cronjobs", "leaderworkersets", "operators")},
+    ("ValidatingWebhookConfiguration", "validate-policy.gpu-admission.io"): "/validate/policy",
 }
+POLICY_ENTRY = "validate-policy.gpu-admission.io"
+"""The webhook's own policy ConfigMap, judged on apply (test_the_policy_configmap_entry): the one entry
+that selects the webhook's namespace, and Ignores failures whatever the overlay."""
 OPERATOR_ENTRIES = ("validate-operators.gpu-admission.io", "audit-operators.gpu-admission.io")
 """Entries without matchConditions: the operators' templates sit at a different depth in each kind,
 which one CEL expression cannot search (test_operator_kinds_are_registered says what they match)."""
@@ -151,7 +155,7 @@ def test_every_webhook_is_safe_by_default(rendered, rel: str) -> None:
             assert "DELETE" not in rule["operations"] and "*" not in rule["operations"], name
             assert "*" not in rule["resources"] and "*" not in rule["apiGroups"], name
         audit = name.startswith("audit-")
-        assert w["failurePolicy"] == ("Ignore" if audit else "Fail"), name
+        assert w["failurePolicy"] == ("Ignore" if audit or name == POLICY_ENTRY else "Fail"), name
         if kind == "MutatingWebhookConfiguration":
             assert w["reinvocationPolicy"] == "IfNeeded"
             assert [r["operations"] for r in w["rules"]] == [["CREATE"]]
@@ -163,6 +167,8 @@ def test_every_match_condition_tests_the_gpu_resources_of_the_policy(rendered) -
     """A GPU resource the policy counts but the CEL does not test would never reach the webhook."""
     resources = default_settings().gpu_resources
     for _, w in webhooks(rendered["base"]):
+        if w["name"] == POLICY_ENTRY:
+            continue  # a ConfigMap, by name
         for condition in w.get("matchConditions", []):
             expr = condition["expression"]
             for res in resources:
@@ -194,8 +200,9 @@ def namespace(name: str, mode: str | None = None) -> dict[str, str]:
 
 
 def routed(docs: list[dict], labels: dict[str, str]) -> set[str]:
-    """Which kind of entries a namespace reaches: mutate, validate (enforce) or audit."""
-    return {w["name"].split("-", 1)[0] for _, w in webhooks(docs) if selects(w["namespaceSelector"], labels)}
+    """Which kind of entries a namespace's workloads reach: mutate, validate (enforce) or audit."""
+    return {w["name"].split("-", 1)[0] for _, w in webhooks(docs)
+            if w["name"] != POLICY_ENTRY and selects(w["namespaceSelector"], labels)}
 
 
 @pytest.mark.parametrize("rel", KUSTOMIZATIONS)
@@ -212,8 +219,29 @@ def test_namespaces_are_routed_by_their_mode_label(rendered, rel: str) -> None:
     # every entry of each kind is selected together: no kind of workload slips through
     for labels in (namespace("ml"), namespace("ml", "audit"), namespace("ml", "enforce")):
         for prefix in routed(docs, labels):
-            group = [w for _, w in webhooks(docs) if w["name"].startswith(prefix + "-")]
+            group = [w for _, w in webhooks(docs) if w["name"].startswith(prefix + "-") and w["name"] != POLICY_ENTRY]
             assert all(selects(w["namespaceSelector"], labels) for w in group)
+
+
+@pytest.mark.parametrize("rel", KUSTOMIZATIONS)
+def test_the_policy_configmap_entry(rendered, rel: str) -> None:
+    """Issue 25: the webhook judges its own policy ConfigMap on apply, and nothing else of its
+    namespace; it never blocks its own recovery (Ignore), in every overlay."""
+    docs = rendered[rel]
+    (entry,) = [w for kind, w in webhooks(docs) if w["name"] == POLICY_ENTRY]
+    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpu-admission-policy"]
+    assert entry["failurePolicy"] == "Ignore"
+    assert entry["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"],
+                               "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}]
+    assert entry["matchConditions"] == [{"name": "the-policy-configmap",
+                                         "expression": f"request.name == '{configmap['metadata']['name']}'"}]
+    for mode in (None, "enforce", "audit", "off"):
+        assert selects(entry["namespaceSelector"], namespace(configmap["metadata"]["namespace"], mode))
+        assert not selects(entry["namespaceSelector"], namespace("ml", mode))
+        assert not selects(entry["namespaceSelector"], namespace("kube-system", mode))
+    deploy = one(docs, "Deployment", "gpu-admission")
+    mounted = deploy["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"][0]["configMap"]
+    assert mounted["name"] == configmap["metadata"]["name"] and mounted["items"][0]["key"] == "policy.yaml"
 
 
 def test_the_webhook_namespace_is_labelled_off(rendered) -> None:
@@ -365,6 +393,40 @@ def test_pdb_service_and_network_policy_fit_the_pods(rendered) -> None:
     assert sorted(netpol["policyTypes"]) == ["Egress", "Ingress"]
     assert netpol["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]}]
     assert netpol["egress"] == [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
+
+
+def test_the_extender_component_opens_its_own_port_with_mutual_tls(manifest_tree, rendered) -> None:
+    """components/extender: the extender on 8444 (pods, Service, NetworkPolicy), the client CA of
+    kube-scheduler's certificate mounted beside the policy, and nothing else changed; without it
+    (every install) the server is not asked to serve the extender at all."""
+    for rel in KUSTOMIZATIONS:
+        args = one(rendered[rel], "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert not [a for a in args if a.startswith("--extender")], rel
+    docs = manifest_tree.render(manifest_tree.with_components("components/extender", base="overlays/generated-certs"))
+    plain = rendered["overlays/generated-certs"]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert (args.extender_bind, args.extender_client_ca, args.extender_token_file) == (
+        "0.0.0.0:8444", "/etc/gpu-admission/extender/client-ca.crt", None)
+    assert args.bind == "0.0.0.0:8443"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 8443, "extender": 8444}
+    config = next(v for v in pod["volumes"] if v["name"] == "config")
+    assert config["projected"]["sources"][-1] == {"configMap": {
+        "name": "gpu-admission-extender-client-ca", "items": [{"key": "ca.crt", "path": "extender/client-ca.crt"}]}}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")["mountPath"]
+    assert f"{mount}/extender/client-ca.crt" == args.extender_client_ca
+    assert one(docs, "Service")["spec"]["ports"][-1] == {"name": "extender", "protocol": "TCP", "port": 8444,
+                                                         "targetPort": "extender"}
+    assert one(docs, "NetworkPolicy")["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8444}]}]
+    # the shipped scheduler configuration calls that port of that Service
+    scheduler = yaml.safe_load((MANIFESTS / "scheduler/kube-scheduler-config.yaml").read_text())
+    assert scheduler["extenders"][0]["urlPrefix"].startswith(f"https://{SERVICE}.{NAMESPACE}.svc:8444/")
+    # and nothing else: the same kinds and names, the webhooks untouched
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == \
+        sorted((d["kind"], d["metadata"]["name"]) for d in plain)
+    assert webhooks(docs) == webhooks(plain)
 
 
 # --- the generated-certs overlay writer (webhook/cli/install.py) --------------------------------------

@@ -232,6 +232,24 @@ CASES = [
          [series("gpu_admission_config_valid", "1x20", pod="a")]),
     Case("reload/silent-when-fixed-within-minutes", "GpuAdmissionPolicyReloadFailing", "10m",
          [series("gpu_admission_config_valid", "0x3 1x20", pod="a")]),
+    # policy generations: every worker of every replica serves the same one
+    Case("diverged/two-replicas-two-policies", "GpuAdmissionPolicyDiverged", "20m",
+         [series("gpu_admission_policy_info", "1x30", pod="a", generation="2bb3afde8396", pid="7"),
+          series("gpu_admission_policy_info", "1x30", pod="b", generation="f8876308a46b", pid="7")],
+         [{"severity": "warning"}]),
+    Case("diverged/two-workers-of-one-replica", "GpuAdmissionPolicyDiverged", "20m",
+         [series("gpu_admission_policy_info", "1x30", pod="a", generation="2bb3afde8396", pid="7"),
+          series("gpu_admission_policy_info", "1x30", pod="a", generation="f8876308a46b", pid="8")],
+         [{"severity": "warning"}]),
+    Case("diverged/silent-when-all-serve-one", "GpuAdmissionPolicyDiverged", "20m",
+         [series("gpu_admission_policy_info", "1x30", pod="a", generation="2bb3afde8396", pid="7"),
+          series("gpu_admission_policy_info", "1x30", pod="a", generation="2bb3afde8396", pid="8"),
+          series("gpu_admission_policy_info", "1x30", pod="b", generation="2bb3afde8396", pid="7"),
+          series("gpu_admission_policy_info", "0x30", pod="b", generation="f8876308a46b", pid="7")]),
+    Case("diverged/silent-while-a-change-propagates", "GpuAdmissionPolicyDiverged", "20m",
+         [series("gpu_admission_policy_info", "1x30", pod="a", generation="2bb3afde8396", pid="7"),
+          series("gpu_admission_policy_info", "1x10 0x20", pod="b", generation="f8876308a46b", pid="7"),
+          series("gpu_admission_policy_info", "_x10 1x20", pod="b", generation="2bb3afde8396", pid="7")]),
     # denials: 3 a minute for 70 minutes, then 60 a minute
     Case("denials/spike-over-a-steady-baseline", "GpuAdmissionDenialsSpiking", "95m",
          [reviews("0+3x70 213+60x40", allowed="false")], [{"severity": "info"}]),
@@ -265,7 +283,7 @@ def test_alert(promtool: Path, monitoring, tmp_path: Path, case: Case) -> None:
 
 def test_every_alert_has_a_firing_and_a_silent_case(rules) -> None:
     alerts = [r["alert"] for r in rules if "alert" in r]
-    assert len(alerts) == len(set(alerts)) == len(rules) == 8
+    assert len(alerts) == len(set(alerts)) == len(rules) == 9
     for alert in alerts:
         assert any(c.alert == alert and c.fires for c in CASES), f"{alert}: no case where it fires"
         assert any(c.alert == alert and not c.fires for c in CASES), f"{alert}: no case where it is silent"

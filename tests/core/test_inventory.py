@@ -153,7 +153,7 @@ def test_check_with_saved_nodes(tmp_path: Path) -> None:
     import io
     out = io.StringIO()
     deny = tmp_path / "deny.yaml"
-    deny.write_text("inventory:\n  absentTier: deny\n")
+    deny.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\ninventory:\n  absentTier: deny\n")
     assert main(["check", str(pod), "--inventory", str(nodes), "--config", str(deny), "--output", "json"], out=out) == 1
     assert json.loads(out.getvalue())["results"][0]["violations"][0]["code"] == "tier-not-in-cluster"
     warned = io.StringIO()

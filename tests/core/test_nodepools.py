@@ -160,7 +160,7 @@ def test_check_reads_nodepools_from_the_inventory_file(tmp_path) -> None:
     saved = tmp_path / "fleet.yaml"  # kubectl get nodes,nodepools -o yaml
     saved.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*L40S_ONLY, H100_POOL]}))
     deny = tmp_path / "deny.yaml"
-    deny.write_text("inventory:\n  absentTier: deny\n")
+    deny.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\ninventory:\n  absentTier: deny\n")
     pod = tmp_path / "pod.yaml"
     pod.write_text(yaml.safe_dump(TP4))
     out = io.StringIO()

@@ -473,10 +473,11 @@ def kubeconfig_env(path: Path) -> Iterator[None]:
 
 @contextmanager
 def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: int | None = None,
-                    timeout: float = 30) -> Iterator[Webhook]:
+                    timeout: float = 30, more_paths: dict[str, str] | None = None) -> Iterator[Webhook]:
     """`gpu-admission serve` exactly as the rendered Deployment runs it (command, args, env), with
     the rendered ConfigMap's policy; only the in-container paths and the bind address are mapped to
-    local ones. Stopped on exit."""
+    local ones (``more_paths``: more of them, e.g. components/extender's bind address and client CA).
+    Stopped on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     deploy = next(d for d in docs if d["kind"] == "Deployment")
     container = deploy["spec"]["template"]["spec"]["containers"][0]
@@ -486,10 +487,10 @@ def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: i
     paths = {"/etc/gpu-admission/policy.yaml": str(workdir / "policy.yaml"),
              "/etc/gpu-admission/tls/tls.crt": str(certs_dir / "tls.crt"),
              "/etc/gpu-admission/tls/tls.key": str(certs_dir / "tls.key"),
-             "0.0.0.0:8443": f"127.0.0.1:{port}"}
+             "0.0.0.0:8443": f"127.0.0.1:{port}", **(more_paths or {})}
     argv = [str(Path(sys.executable).parent / container["command"][0]),
             *container["command"][1:], *(paths.get(a, a) for a in container["args"])]
-    if any(a in argv for a in paths):
+    if any(a in argv for a in paths) or any(a.startswith(("/etc/", "0.0.0.0:")) for a in argv):
         raise ControlPlaneError("the Deployment's args changed: update the path mapping of running_webhook")
     env = dict(os.environ, **{e["name"]: e["value"] for e in container["env"]})
     env["PROMETHEUS_MULTIPROC_DIR"] = str(workdir / "metrics")

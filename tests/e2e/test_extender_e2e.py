@@ -1,7 +1,9 @@
 """The scheduler extender with a real kube-scheduler: the shipped
-manifests/scheduler/kube-scheduler-config.yaml, with only the URL (loopback) and the CA (the test's,
-as caData) rewritten, drives kube-scheduler's default-scheduler profile against the real
-`gpu-admission serve` (started as the rendered Deployment runs it).
+manifests/scheduler/kube-scheduler-config.yaml, with only the URL (loopback) and the TLS files (the
+test's CA, and a client certificate for kube-scheduler, as caData/certData/keyData) rewritten, drives
+kube-scheduler's default-scheduler profile against the real `gpu-admission serve`, started as the
+Deployment of overlays/generated-certs with components/extender runs it: the extender on its own
+port (8444 in the pod, a free one here), mutual TLS with the client CA of that certificate.
 
 Its own control plane (running_control_plane with ``scheduler_config``), so the session's scheduler
 and the scheduling module's fleet play no part. Three fake GPU nodes of 8 GPUs:
@@ -30,7 +32,10 @@ from typing import Iterator
 import pytest
 import yaml
 
-from control_plane import ControlPlane, Webhook, create_nodes, gpu_node, running_control_plane, running_webhook
+from client_pki import make_ca, make_client, write_ca
+from control_plane import (
+    ControlPlane, Webhook, create_nodes, free_port, gpu_node, running_control_plane, running_webhook,
+)
 from objects import GPU
 
 pytestmark = pytest.mark.e2e
@@ -42,14 +47,19 @@ SETTLE = 60.0
 """Seconds for the scheduler to bind (or give up on) a wave of pods; each takes well under one."""
 
 
-def local_config(port: int, ca: Path, out: Path, *, extender: bool = True) -> Path:
-    """The shipped configuration, pointed at the server on loopback and trusting the test CA
-    (without the extender for the control run)."""
+def local_config(port: int, ca: Path, client: tuple[Path, Path], out: Path, *, extender: bool = True) -> Path:
+    """The shipped configuration, pointed at the server's extender port on loopback, trusting the
+    test CA and presenting the test's client certificate (without the extender for the control run)."""
     doc = yaml.safe_load(SHIPPED.read_text())
     (ext,) = doc["extenders"]
-    assert ext["urlPrefix"].startswith("https://gpu-admission.gpu-admission.svc:443/")
-    ext["urlPrefix"] = ext["urlPrefix"].replace("gpu-admission.gpu-admission.svc:443", f"127.0.0.1:{port}")
-    ext["tlsConfig"] = {"caData": base64.b64encode(ca.read_bytes()).decode()}  # []byte: base64 in YAML
+    assert ext["urlPrefix"].startswith("https://gpu-admission.gpu-admission.svc:8444/")
+    ext["urlPrefix"] = ext["urlPrefix"].replace("gpu-admission.gpu-admission.svc:8444", f"127.0.0.1:{port}")
+    assert set(ext["tlsConfig"]) == {"caFile", "certFile", "keyFile"}, ext["tlsConfig"]
+
+    def data(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()  # []byte: base64 in YAML
+
+    ext["tlsConfig"] = {"caData": data(ca), "certData": data(client[0]), "keyData": data(client[1])}
     if not extender:
         del doc["extenders"]
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -75,9 +85,15 @@ def gpu_pod(name: str, gpus: int) -> dict:
 
 def start(control_plane_bin: Path, manifest_tree, work: Path, *, extender: bool
           ) -> Iterator[tuple[ControlPlane, Webhook]]:
-    docs = manifest_tree.render("overlays/generated-certs")
-    with running_webhook(docs, manifest_tree.certs_dir, work / "webhook") as hook:
-        config = local_config(hook.port, manifest_tree.certs_dir / "ca.crt", work / "scheduler-config.yaml",
+    docs = manifest_tree.render(manifest_tree.with_components("components/extender", base="overlays/generated-certs"))
+    work.mkdir(parents=True, exist_ok=True)
+    scheduler_ca = make_ca("kube-scheduler client CA")
+    client = make_client(scheduler_ca, work / "scheduler-client", name="system:kube-scheduler")
+    port = free_port()
+    more_paths = {"0.0.0.0:8444": f"127.0.0.1:{port}",
+                  "/etc/gpu-admission/extender/client-ca.crt": str(write_ca(scheduler_ca, work / "client-ca.crt"))}
+    with running_webhook(docs, manifest_tree.certs_dir, work / "webhook", more_paths=more_paths) as hook:
+        config = local_config(port, manifest_tree.certs_dir / "ca.crt", client, work / "scheduler-config.yaml",
                               extender=extender)
         with running_control_plane(control_plane_bin, work / "cp", scheduler_config=config) as cp:
             cp.namespace(NAMESPACE, {"gpu-admission.io/mode": "off"})
@@ -151,6 +167,8 @@ def test_multi_gpu_pods_never_land_on_the_mixed_node(cluster: tuple[ControlPlane
                 if '"extender filter"' in line]
     assert refusals and all(r["refused"] == ["mixed-0"] for r in refusals)
     assert {r["pod"] for r in refusals} >= {f"{NAMESPACE}/{n}" for n in names}
+    # every call of kube-scheduler authenticated with its client certificate
+    assert '"extender_unauthenticated"' not in hook.log.read_text()
 
 
 def test_a_single_gpu_pod_may_use_the_mixed_node(cluster: tuple[ControlPlane, Webhook]) -> None:

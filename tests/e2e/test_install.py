@@ -10,10 +10,13 @@
 - The CEL matchConditions are evaluated by the apiserver for real: a GPU object reaches the webhook,
   a CPU one does not (the server's request counter proves it), for pods, init containers, workload
   templates, CronJobs and LeaderWorkerSets (with a stand-in CRD).
+- The webhook's own policy ConfigMap is judged on apply: a broken policy is refused with the reason
+  (`--dry-run=server`), the shipped one passes, another ConfigMap of the namespace is not sent.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import time
@@ -188,3 +191,33 @@ def test_off_system_and_own_namespaces_are_never_sent(installed, namespace: str)
     # the webhook's own namespace enforces Pod Security "restricted": a bare pod is refused there,
     # by the apiserver and not by the webhook
     assert done.returncode == 0 or (namespace == "gpu-admission" and "PodSecurity" in done.stderr), done.stderr
+
+
+def test_the_policy_configmap_is_judged_on_apply(installed) -> None:
+    """Issue 25: the webhook judges its own policy ConfigMap, so `kubectl apply --dry-run=server`
+    of a broken policy shows why; the shipped one passes, and no other ConfigMap is sent."""
+    cp, hook, docs = installed
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpu-admission-policy")
+    for text, reason in (("mode: audit\n", "apiVersion: missing"),
+                         ("", "the policy file is empty"),
+                         ("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\nmode: enforcee\n",
+                          "mode: 'enforcee' is not one of")):
+        broken = copy.deepcopy(configmap)
+        broken["data"]["policy.yaml"] = text
+        with hook.counting() as sent:
+            done = cp.apply([broken], "--dry-run=server", check=False)
+        assert done.returncode != 0, done.stdout
+        assert 'admission webhook "validate-policy.gpu-admission.io" denied the request' in done.stderr, done.stderr
+        assert "ConfigMap gpu-admission/gpu-admission-policy data.policy.yaml" in done.stderr and reason in done.stderr
+        assert sent == [1]
+    with hook.counting() as sent:
+        done = cp.apply([configmap], "--dry-run=server", check=False)
+    assert done.returncode == 0, done.stderr
+    assert sent == [1]
+    other = copy.deepcopy(configmap)
+    other["metadata"]["name"] = "gpu-admission-dashboard"
+    other["data"] = {"policy.yaml": ""}
+    with hook.counting() as sent:
+        done = cp.apply([other], "--dry-run=server", check=False)
+    assert done.returncode == 0, done.stderr
+    assert sent == [0]

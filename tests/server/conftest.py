@@ -29,10 +29,11 @@ def start_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, pki: 
     started: list[Server] = []
     handles: list[Any] = []
 
-    def start(*extra: str, config: Path | None = None, wait: bool = True) -> Server:
+    def start(*extra: str, config: Path | None = None, wait: bool = True, tmpdir: Path | None = None) -> Server:
         # short directory: gunicorn's control socket (AF_UNIX, path length limit) is created in it,
-        # instead of the developer's ~/.gunicorn; the metrics directory (TMPDIR) lands there too
-        run_dir = tmp_path_factory.mktemp("run")
+        # instead of the developer's ~/.gunicorn; the metrics directory (TMPDIR) lands there too, and the
+        # last good copy of the policy (``tmpdir``: an earlier server's, as a restarted container sees it)
+        run_dir = tmpdir or tmp_path_factory.mktemp("run")
         stderr_path = tmp_path / f"server-{len(started)}.stderr"
         err = open(stderr_path, "wb")  # a file, not a pipe: a full pipe would block the server
         handles.append(err)

@@ -1,9 +1,9 @@
 """Helpers for the tests that run a real ``gpu-admission serve`` (gunicorn, TLS) on loopback: the
 server handle, a test PKI, HTTPS clients, waits with timeouts, TLS handshakes in memory.
 
-Shared by test_server_live.py, test_balance.py, test_overload.py, test_secrets.py and
-test_tls_hardening.py; the fixtures built on them (``pki``, ``start_server``, ``server``) are in
-conftest.py beside this file.
+Shared by test_server_live.py, test_balance.py, test_overload.py, test_secrets.py,
+test_tls_hardening.py and test_extender_live.py; the fixtures built on them (``pki``,
+``start_server``, ``server``) are in conftest.py beside this file.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import ssl
@@ -310,3 +311,78 @@ def run_serve(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     done = subprocess.run([sys.executable, "-m", "webhook", "serve", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
     return done, time.monotonic() - started
+
+
+def response_complete(data: bytes) -> bool:
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    match = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+    return match is not None and len(body) >= int(match.group(1))
+
+
+def post_while_reading(sock: ssl.SSLSocket, path: str, headers: dict[str, str],
+                       chunks: Any) -> tuple[int, dict[str, str], Any, int]:
+    """POST ``chunks`` on ``sock`` like a client that reads the answer while still sending (a server
+    that refuses a body answers before reading it, then closes; a send-everything-first client would
+    only see the reset). Returns (status, response headers, JSON body, request body bytes sent)."""
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    sent = 0
+    try:
+        sock.sendall(head.encode())
+        received = b""
+        for chunk in chunks:
+            if select.select([sock], [], [], 0)[0] or sock.pending():
+                sock.setblocking(False)
+                try:
+                    data = sock.recv(65536)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    data = None  # only a TLS 1.3 session ticket, or half a record
+                finally:
+                    sock.settimeout(IO_TIMEOUT)
+                if data == b"":
+                    break
+                if data:
+                    received += data
+                    break  # answered: stop sending
+            try:
+                sock.sendall(chunk)
+                sent += len(chunk)
+            except OSError:
+                break  # closed by the server; its answer may already be here
+        while not response_complete(received):
+            try:
+                data = sock.recv(65536)
+            except OSError as exc:
+                raise AssertionError(f"no complete answer ({exc!r}); got {received[:300]!r}") from None
+            if not data:
+                break
+            received += data
+    finally:
+        sock.close()
+    assert response_complete(received), received[:300]
+    head_bytes, _, body = received.partition(b"\r\n\r\n")
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    response_headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return status, response_headers, json.loads(body), sent
+
+
+def process_memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (the peak resident set) of a process, in KiB, from /proc/<pid>/status."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def reset_peak_memory(pid: int) -> bool:
+    """Set a process's VmHWM back to its current RSS (Linux 4.0+: ``5`` to /proc/<pid>/clear_refs)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True

@@ -350,37 +350,48 @@ def test_health_and_metrics(client: FlaskClient) -> None:
 
 
 def test_config_reload_good_and_bad(tmp_path: Path) -> None:
+    header = "apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
     cfg = tmp_path / "policy.yaml"
-    cfg.write_text("mode: enforce\n")
+    cfg.write_text(header + "mode: enforce\n")
     live = LiveSettings(cfg, interval=0.0)
     client = create_app(live).test_client()
     assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is False
     time.sleep(0.01)
-    cfg.write_text("mode: audit\n")
+    cfg.write_text(header + "mode: audit\n")
     assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is True
+    audit = settings_mod.generation_of(cfg.read_text())
+    assert client.get("/readyz").get_json()["generation"] == audit
     time.sleep(0.01)
-    cfg.write_text("mode: [broken\n")
+    cfg.write_text(header + "mode: [broken\n")
     assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is True  # last good kept
-    ready = client.get("/readyz").get_json()
-    assert "policy_reload_error" in ready
+    resp = client.get("/readyz")
+    ready = resp.get_json()
+    assert resp.status_code == 200 and "invalid YAML" in ready["policy_reload_error"]
+    assert ready["generation"] == audit  # still the audit policy
     text = client.get("/metrics").get_data(as_text=True)
     assert 'gpu_admission_config_reloads_total{result="success"} 1.0' in text
     assert 'gpu_admission_config_reloads_total{result="failure"} 1.0' in text
     assert "gpu_admission_config_valid 0.0" in text
+    assert f'gpu_admission_policy_info{{generation="{audit}"}} 1.0' in text
     time.sleep(0.01)
-    cfg.write_text("mode: enforce\n")
+    cfg.write_text(header + "mode: enforce\n")
     assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is False
-    assert "gpu_admission_config_valid 1.0" in client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics").get_data(as_text=True)
+    assert "gpu_admission_config_valid 1.0" in text
+    enforce = settings_mod.generation_of(cfg.read_text())
+    assert f'gpu_admission_policy_info{{generation="{enforce}"}} 1.0' in text
+    assert f'gpu_admission_policy_info{{generation="{audit}"}} 0.0' in text
 
 
 def test_policy_watch_reloads_without_traffic(tmp_path: Path) -> None:
+    header = "apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
     cfg = tmp_path / "policy.yaml"
-    cfg.write_text("mode: enforce\n")
+    cfg.write_text(header + "mode: enforce\n")
     events: list[str] = []
     live = LiveSettings(cfg, interval=0.05, on_reload=lambda result, _e: events.append(result))
     assert live.watch_in_background(0.05) is not None
     time.sleep(0.06)
-    cfg.write_text("mode: audit\n")
+    cfg.write_text(header + "mode: audit\n")
     deadline = time.monotonic() + 5
     while "success" not in events and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -5,9 +5,12 @@ the JSON formatter, and on the stderr of a real ``gpu-admission serve`` at debug
 ``check``/``explain`` output.
 
 What counts as a secret: the value of a secret-named env variable (``HF_TOKEN``, ``*_API_KEY``,
-``*PASSWORD*``, ... as ``container_env.is_secret_name`` says) and any string shaped like a
-well-known credential (``webhook.core.redaction.TOKEN_RE``), wherever it is written. A model name taken
-from a plain variable (``MODEL_ID``) is echoed on purpose: it is the point of the message.
+``*PASSWORD*``, ... as ``container_env.is_secret_name`` says), any string shaped like a
+well-known credential (``webhook.core.redaction.TOKEN_RE``), the userinfo of a URL and a credential
+in its query, and a key-shaped string with no known prefix (``gsk_...``, a random 40-character token),
+wherever it is written: in a plain env variable (``MODEL_URI``), an argument, a shell script. A model
+name taken from a plain variable (``MODEL_ID``) is echoed on purpose: it is the point of the message;
+the audit annotations quote it only when it is plain (``redaction.quotable``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,19 @@ SECRETS = {
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.PlantedSignature0123456789ab",
     "password": "Pl@nted-Passw0rd!-not-token-shaped",
     "aws-secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDKEY",
+    # issue 25 point 6: nothing but a shape says these are credentials (none is in a secret-named variable)
+    "url-user": "planteduser",
+    "url-password": "Url-Passw0rd-Planted-9x",
+    "url-user-only": "PlantedCloneUser",
+    "query-token": "PlantedQueryValue.not.key.shaped",
+    "groq": "gsk_PlantedGroq4mXk9LpR4tYw8ZbC1dFgHjK3sA6eUiOo0qWr5TyX",
+    "xai": "xai-Pl4ntedR9tYw8ZbC1dFgHjK3sA6eUiOo0qWr5TyXq7vN2mXk9LpR4tYw8ZbC1dFgHjK3sA6eUiOo0qWr5",
+    "random-env": "a8Kd93jfLq02mZx7Vb4NcT1yWp6sRe5uHg0oIiQk",
+    "random-args": "7f3c9a1e5b2d8f4a6c0e9b7d3f1a5c8e2b4d6f0a",
 }
+MODEL_URL = (f"https://{SECRETS['url-user']}:{SECRETS['url-password']}@models.example.com/"
+             "meta-llama/Llama-3.1-70B-Instruct")
+"""A model URI with a password in it: the model is a catalog one, so only the userinfo is secret."""
 PEM = "-----BEGIN PRIVATE KEY-----"
 
 
@@ -111,7 +126,33 @@ PODS = {
     "gpu-quantity": pod(["vllm", "serve", LLAMA], gpus=S["openai"]),
     "group-label": pod(["vllm", "serve", LLAMA, "-tp", "4"], labels={"gpu-admission.io/group": S["slack"]}),
     "pin-value": pod(["vllm", "serve", LLAMA, "-tp", "4"], nodeSelector={KEY: S["hf"]}),
+    # issue 25 point 6
+    "url-userinfo-env": pod(["vllm", "serve", "$(MODEL_URI)", "-tp", "4"],
+                            env=[{"name": "MODEL_URI", "value": MODEL_URL}], with_secret_env=False),
+    "url-userinfo-args": pod(["vllm", "serve", "--model", MODEL_URL.replace("Llama-3.1-70B", "Llama-3.1-8B"),
+                              "-tp", "2"], gpus=2, with_secret_env=False),
+    "url-userinfo-sh": pod(["sh", "-c", f"MODEL={MODEL_URL}; vllm serve $MODEL --tensor-parallel-size 4"],
+                           with_secret_env=False),
+    "url-user-only": pod(["vllm", "serve", f"git+https://{S['url-user-only']}@github.com/org/model-7b", "-tp", "4"],
+                         with_secret_env=False),
+    "url-query-token": pod(["vllm", "serve", "$(MODEL_URI)", "-tp", "4"], env=[{"name": "MODEL_URI", "value":
+                           f"https://models.example.com/llama-3-8b?revision=main&token={S['query-token']}"}],
+                           with_secret_env=False),
+    "groq-key-as-model": pod(["vllm", "serve", S["groq"], "-tp", "4"], with_secret_env=False),
+    "groq-key-in-plain-env": pod(["vllm", "serve", "$(GROQ)", "-tp", "4"],
+                                 env=[{"name": "GROQ", "value": S["groq"]}], with_secret_env=False),
+    "xai-key-in-args": pod(["vllm", "serve", LLAMA, "-tp", "4", "--dtype", S["xai"]], with_secret_env=False),
+    "random-token-in-env": pod(["vllm", "serve", "$(M)", "-tp", "4"],
+                               env=[{"name": "M", "value": S["random-env"]}], with_secret_env=False),
+    "random-token-in-tgi-env": pod([], image="ghcr.io/huggingface/text-generation-inference:2.4",
+                                   env=[{"name": "MODEL_ID", "value": S["random-env"]}], with_secret_env=False),
+    "random-token-in-args": pod(["vllm", "serve", LLAMA, "-tp", "4", "--quantization", S["random-args"]],
+                                with_secret_env=False),
+    "random-token-in-sh": pod(["sh", "-c", f"vllm serve {LLAMA} -tp 4 --dtype {S['random-env']} "
+                                           f"--served-model-name {S['random-args']}"], with_secret_env=False),
 }
+NEW_SHAPES = [name for name in PODS if name.startswith(("url-", "groq-", "xai-", "random-"))]
+"""The pods of issue 25 point 6: every secret in them is found by its shape alone."""
 ENDPOINTS = ("/mutate", "/validate", "/validate/audit")
 
 
@@ -178,6 +219,33 @@ def test_the_redaction_is_visible_where_a_token_was_quoted() -> None:
     assert f"gpu-admission.io/params='{REDACTED}'" in r["status"]["message"]
 
 
+@pytest.mark.parametrize(("model_id", "shown"), [
+    pytest.param(LLAMA, LLAMA, id="hf-id-from-env-is-shown"),
+    pytest.param("/models/Llama-3.1-70B-Instruct", "/models/Llama-3.1-70B-Instruct", id="path-is-shown"),
+    pytest.param(MODEL_URL, f"https://{REDACTED}@models.example.com/meta-llama/Llama-3.1-70B-Instruct",
+                 id="url-is-shown-without-its-userinfo"),
+    pytest.param("Planted free text model name", REDACTED, id="free-text-is-withheld"),
+    pytest.param("s3://bucket/llama-3-8b?X-Amz-Date=20240101&X-Amz-Signature=f00d", REDACTED,
+                 id="url-with-a-query-is-withheld"),
+])
+def test_audit_annotations_quote_an_env_value_only_when_plain(model_id: str, shown: str) -> None:
+    """The audit log keeps annotations at every level, where the pod spec is not: a model read from
+    a plain variable is shown when it is a name (``redaction.quotable``), ``[redacted]`` otherwise,
+    in the ``model`` annotation and wherever the ``message`` annotation quoted it."""
+    obj = pod([], image="ghcr.io/huggingface/text-generation-inference:2.4", with_secret_env=False,
+              env=[{"name": "MODEL_ID", "value": model_id}, {"name": "NUM_SHARD", "value": "4"}])
+    client = create_app(settings_mod.default()).test_client()
+    for endpoint in ("/validate", "/validate/audit"):
+        notes = client.post(endpoint, json=review(obj)).get_json()["response"]["auditAnnotations"]
+        assert notes["model"] == shown, endpoint
+        short = model_id.rsplit("/", 1)[-1]
+        if shown == REDACTED:
+            assert [k for k, v in notes.items() if model_id in v or short in v] == [], notes
+            assert f"{REDACTED} " in notes["message"], notes["message"]  # replaced where quoted, not dropped
+        else:
+            assert short in notes["message"], notes["message"]
+
+
 def test_bad_request_errors_do_not_echo_tokens() -> None:
     client = create_app(settings_mod.default()).test_client()
     body = review(PODS["env-only"])
@@ -201,9 +269,13 @@ def test_an_exception_log_line_is_redacted(monkeypatch: pytest.MonkeyPatch, capl
     assert "Traceback" in text and "unexpected model" in text and leaks(text) == []
 
 
-def test_check_and_explain_output_do_not_echo_tokens(tmp_path: Path) -> None:
+@pytest.mark.parametrize("names", [
+    pytest.param(["token-as-model", "annotations", "node-name"], id="prefixed-tokens"),
+    pytest.param(NEW_SHAPES, id="userinfo-query-and-key-shapes"),
+])
+def test_check_and_explain_output_do_not_echo_tokens(tmp_path: Path, names: list[str]) -> None:
     manifest = tmp_path / "pods.yaml"
-    manifest.write_text(yaml.safe_dump_all([PODS["token-as-model"], PODS["annotations"], PODS["node-name"]]))
+    manifest.write_text(yaml.safe_dump_all([PODS[name] for name in names]))
     for argv in (["check", str(manifest), "--output", "json"], ["check", str(manifest), "--output", "junit"],
                  ["check", str(manifest)], ["explain", str(manifest)]):
         out, err = io.StringIO(), io.StringIO()
@@ -264,10 +336,11 @@ def test_no_secret_in_a_real_servers_responses_or_stderr(start_server: StartServ
 
 from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
 
-from webhook.core.redaction import TOKEN_RE  # noqa: E402
+from webhook.core.redaction import scrub  # noqa: E402
 
 _PIECES = [*SECRETS.values(), "HF_", "Sk-", "GHP_", "AKIA", "asia-east1", "xoxb-", "eyJ", "-----begin rsa private key-----",
-           "nvapi-", "github_pat_", "glpat-", "AIza", "\u017fk-", "\u212a", " ", "-", "_", "a", "Z", "0", "\u00e9"]
+           "nvapi-", "github_pat_", "glpat-", "AIza", "\u017fk-", "\u212a", " ", "-", "_", "a", "Z", "0", "\u00e9",
+           "://", "@", "?", "&", "=", "token=", "/", "+", "a8Kd93jfLq", "snapshots/", "sha256:"]
 
 
 @pytest.mark.parametrize("text", [
@@ -278,14 +351,14 @@ _PIECES = [*SECRETS.values(), "HF_", "Sk-", "GHP_", "AKIA", "asia-east1", "xoxb-
     *SECRETS.values(),
 ], ids=lambda t: t[:24])
 def test_redact_prefilter_matches_the_full_scan(text: str) -> None:
-    assert redact(text) == TOKEN_RE.sub(REDACTED, text)
+    assert redact(text) == scrub(text, shortcut=False)
 
 
 @hsettings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=12).map("".join))
 def test_redact_prefilter_never_skips_a_match(text: str) -> None:
-    """The substring prefilter is a shortcut only: the result is always the full regex scan's."""
-    assert redact(text) == TOKEN_RE.sub(REDACTED, text)
+    """The substring prefilters are shortcuts only: the result is always the full scan's."""
+    assert redact(text) == scrub(text, shortcut=False)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -321,7 +394,13 @@ def test_one_scan_of_a_replys_texts_never_skips_a_redaction(texts: list[str], va
     pytest.param(["tier-mismatch: Llama at TP4", "pinned to hbm-nvlink"], (), False, id="plain-texts"),
     pytest.param(["a", "model hf_ABCDEFGHIJKLMNOPQRSTUVWX"], (), True, id="token-in-one-text"),
     pytest.param(["uses s3cr3t-value here"], ("s3cr3t-value",), True, id="secret-value"),
-    pytest.param(["caf\u00e9"], (), True, id="non-ascii-goes-the-long-way"),
+    pytest.param(["caf\u00e9"], (), False, id="non-ascii-plain"),
+    pytest.param(["caf\u00e9 \u017fk-" + "a" * 30], (), True, id="non-ascii-folded-prefix"),
+    pytest.param(["model https://u:p@host/m"], (), True, id="url-userinfo"),
+    pytest.param(["model s3://bucket/m?X-Amz-Signature=abc"], (), True, id="query-secret"),
+    pytest.param(["a", "model gsk_Q7vN2mXk9LpR4tYw8ZbC1dFgHjK3sA6eUiOo0qWr5TyX"], (), True, id="key-shape"),
+    pytest.param(["pod 3f2504e0-4f89-11d3-9a0c-0305e82c3301 on NVIDIA-H100-80GB-HBM3"], (), False,
+                 id="uid-and-product"),
 ])
 def test_could_quote(texts: list[str], values: tuple[str, ...], expected: bool) -> None:
     from webhook.core.redaction import could_quote

@@ -32,6 +32,7 @@ import jsonpatch
 import pytest
 
 from webhook.cli import certs
+from webhook.core import settings as settings_mod
 
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
     CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L4,
@@ -277,6 +278,9 @@ def reloads(server: Server, result: str) -> float:
                if labels.get("result") == result)
 
 
+HEADER = "apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
+
+
 def broken_reported(server: Server) -> tuple[bool, Any]:
     """/readyz (which, like an admission request, makes the worker look at the file) names the error."""
     status, body = once(server, "GET", "/readyz")
@@ -285,20 +289,20 @@ def broken_reported(server: Server) -> tuple[bool, Any]:
 
 def test_policy_reload_good_then_broken(start_server: StartServer, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    write_policy(policy, "mode: enforce\n")
+    write_policy(policy, HEADER + "mode: enforce\n")
     server = start_server(config=policy)
     for _ in range(CONSECUTIVE):
         allowed, response = verdict(server)
         assert allowed is False and response["status"]["code"] == 403
 
-    write_policy(policy, "mode: audit\n")
+    write_policy(policy, HEADER + "mode: audit\n")
     until_consecutive(lambda: verdict(server), "the audit policy is in force after the rewrite")
     # Each worker reloads on its own, on its next request after the interval. Both must have loaded
     # the audit policy before the file breaks: a worker that never saw it rightly keeps enforce.
     until_consecutive(lambda: (verdict(server)[0] and reloads(server, "success") == 2, "one worker only"),
                       "both workers loaded the audit policy", k=1)
 
-    write_policy(policy, "mode: [broken\n")
+    write_policy(policy, HEADER + "mode: [broken\n")
     until_consecutive(lambda: (broken_reported(server)[0] and reloads(server, "failure") == 2, "one worker only"),
                       "both workers saw the broken file", k=1)
     for _ in range(CONSECUTIVE):  # the last good policy (audit) stays in force everywhere
@@ -315,9 +319,9 @@ def test_worker_respawn_with_broken_policy_keeps_serving(start_server: StartServ
     kill, or still booting when the file broke) failed to boot, and gunicorn then halted the whole
     server ("Worker failed to boot", exit 3) instead of keeping the last good policy."""
     policy = tmp_path / "policy.yaml"
-    write_policy(policy, "mode: enforce\n")
+    write_policy(policy, HEADER + "mode: enforce\n")
     server = start_server(config=policy)
-    write_policy(policy, "mode: [broken\n")
+    write_policy(policy, HEADER + "mode: [broken\n")
     until_consecutive(lambda: broken_reported(server), "both workers saw the broken file")
     before = live_workers(server)
     victim = min(before)
@@ -637,14 +641,93 @@ def test_serve_refuses_to_start_without_key(pki: Pki, tmp_path: Path) -> None:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def test_serve_refuses_to_start_with_invalid_policy(pki: Pki, tmp_path: Path) -> None:
+def policy_generations(server: Server) -> dict[str, str]:
+    """The generation each live worker serves, from gpu_admission_policy_info (pid -> generation)."""
+    return {labels["pid"]: labels["generation"]
+            for labels, v in metric_samples(metrics_text(server), "gpu_admission_policy_info") if v == 1}
+
+
+def test_a_respawned_worker_serves_the_same_last_good_policy(start_server: StartServer, tmp_path: Path) -> None:
+    """Regression (issue 25): enforce, then audit, then an empty file; a worker killed and respawned
+    by gunicorn then served the master's start-up policy (enforce) while its sibling served the last
+    good one (audit), and /readyz said 200 on both: verdicts alternated from one connection to the next."""
     policy = tmp_path / "policy.yaml"
-    write_policy(policy, "mode: [broken\n")
-    port = free_port()
-    done, took = run_serve("--cert", str(pki.cert_file), "--key", str(pki.key_file), "--bind", f"127.0.0.1:{port}",
-                           "--config", str(policy))
-    assert done.returncode == 2, done
-    assert str(policy) in done.stderr and "invalid YAML" in done.stderr and "Traceback" not in done.stderr
-    assert took < 15
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    write_policy(policy, HEADER + "mode: enforce\n")
+    server = start_server(config=policy)
+    write_policy(policy, HEADER + "mode: audit\n")
+    audit = settings_mod.generation_of(policy.read_text())
+    until_consecutive(lambda: (verdict(server)[0] and reloads(server, "success") == 2, "one worker only"),
+                      "both workers loaded the audit policy", k=1)
+    write_policy(policy, "")  # what a ConfigMap emptied by mistake mounts
+    until_consecutive(lambda: (reloads(server, "failure") == 2, "one worker only"), "both workers saw the empty file",
+                      k=1)
+    before = live_workers(server)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    (replacement,) = wait_workers(server, 1, exclude=before)
+    assert server.alive(), f"the server died (exit {server.proc.returncode}); stderr:\n{server.stderr_tail()}"
+
+    def same_everywhere() -> tuple[bool, Any]:
+        allowed, response = verdict(server)
+        status, ready = once(server, "GET", "/readyz")
+        return (allowed is True and status == 200 and ready["generation"] == audit
+                and "empty" in ready.get("policy_reload_error", "")), (response, ready)
+    until_consecutive(same_everywhere, "every worker, the respawned one too, serves the audit policy",
+                      k=4 * CONSECUTIVE)
+    for _ in range(40):  # and keeps doing so, whichever worker a new connection reaches
+        assert same_everywhere()[0]
+    served = policy_generations(server)
+    assert set(served) == {str(p) for p in (before - {victim}) | {replacement}}, served
+    assert set(served.values()) == {audit}, served
+
+
+def test_a_restarted_server_serves_the_last_good_copy(start_server: StartServer, tmp_path: Path) -> None:
+    """A container restarted while the file is broken (same pod, same emptyDir at /tmp) finds the
+    last good copy the previous run kept, instead of exiting into a crash loop."""
+    policy = tmp_path / "policy.yaml"
+    write_policy(policy, HEADER + "mode: audit\n")
+    audit = settings_mod.generation_of(policy.read_text())
+    first = start_server(config=policy)
+    assert verdict(first)[0] is True
+    assert first.stop() == 0
+    write_policy(policy, HEADER + "tiers: 42\n")
+    again = start_server(config=policy, tmpdir=first.run_dir)
+    status, ready = once(again, "GET", "/readyz")
+    assert status == 200 and ready["generation"] == audit and "tiers" in ready["policy_reload_error"], ready
+    for _ in range(CONSECUTIVE):
+        assert verdict(again)[0] is True
+
+
+def test_serve_starts_unready_with_a_broken_policy_and_no_copy(start_server: StartServer, tmp_path: Path) -> None:
+    """Regression (issue 25): `serve` exited with code 2 when the policy did not load, so a pod that
+    started while the ConfigMap was broken crash-looped (each drain or rollout lost a replica). Now it
+    runs, live (/healthz 200) and unready (/readyz 503 naming the reason), until the file loads."""
+    policy = tmp_path / "policy.yaml"
+    write_policy(policy, "".join(settings_mod.embedded_policy_text().splitlines(keepends=True)[:3]))
+    server = start_server(config=policy, wait=False)
+    deadline = time.monotonic() + 20
+    while True:
+        assert server.alive(), f"serve exited with {server.proc.returncode}; stderr:\n{server.stderr_tail()}"
+        try:
+            status, ready = once(server, "GET", "/readyz")
+            break
+        except (OSError, http.client.HTTPException):
+            assert time.monotonic() < deadline, server.stderr_tail()
+            time.sleep(0.1)
+    wait_workers(server)
+    for _ in range(CONSECUTIVE):
+        status, ready = once(server, "GET", "/readyz")
+        assert status == 503 and ready["generation"] is None, ready
+        assert any("no policy" in r and "the policy file is empty" in r for r in ready["reasons"]), ready
+        assert once(server, "GET", "/healthz")[0] == 200
+        status, doc = once(server, "POST", "/validate", encode(review(TP4_L4)))
+        assert status == 503 and "no policy to judge with" in doc["error"], doc
+    assert server.alive() and "Traceback" not in server.stderr()
+    write_policy(policy, HEADER + "mode: enforce\n")
+
+    def ready_and_enforcing() -> tuple[bool, Any]:
+        # each call reaches either worker: one may still be without a policy for up to a second
+        ready_status, ready = once(server, "GET", "/readyz")
+        status, doc = once(server, "POST", "/validate", encode(review(TP4_L4)))
+        return (ready_status == 200 and status == 200 and doc["response"]["allowed"] is False), (ready, doc)
+    until_consecutive(ready_and_enforcing, "both workers ready with the fixed policy")

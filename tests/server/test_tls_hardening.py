@@ -9,7 +9,6 @@ then refuses, at the handshake, any client without a certificate signed by that 
 
 from __future__ import annotations
 
-import datetime
 import http.client
 import ssl
 from pathlib import Path
@@ -17,10 +16,10 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from client_pki import key_pem as _key_pem, make_ca, make_client, write_ca
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
     Pki, Server, StartServer, TP4_L4, client_context, encode, handshake_in_memory, permissive_server,
     request_json, review, wait_ready, wait_workers,
@@ -32,52 +31,7 @@ SERVICE_NAMES = ["gpu-admission", "gpu-admission.gpu-admission", "gpu-admission.
 
 
 # ----------------------------------------------------------------------------- client certificates
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def make_ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-            .sign(key, hashes.SHA256()))
-    return cert, key
-
-
-def make_client(ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey], out: Path, *,
-                usage: Any = ExtendedKeyUsageOID.CLIENT_AUTH, days: float = 1) -> tuple[Path, Path]:
-    ca_cert, ca_key = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    end = now + datetime.timedelta(days=days)
-    start = min(now - datetime.timedelta(minutes=5), end - datetime.timedelta(minutes=1))
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver-webhook-client")]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(start).not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "client.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / "client.key").write_bytes(_key_pem(key))
-    (out / "client.key").chmod(0o600)
-    return out / "client.crt", out / "client.key"
-
-
-def write_ca(ca: tuple[x509.Certificate, Any], path: Path) -> Path:
-    path.write_bytes(ca[0].public_bytes(serialization.Encoding.PEM))
-    return path
+# (made by tests/client_pki.py)
 
 
 def client_ctx(pki: Pki, cert: tuple[Path, Path] | None) -> ssl.SSLContext:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from webhook.cli.report import TEMPLATED_MESSAGE, Row, _label, is_templated, is_unjudged
+from webhook.cli.report import FAILED_MESSAGE, TEMPLATED_MESSAGE, Row, _label, is_failed, is_templated, is_unjudged
 from webhook.core.domain import WorkloadProfile
 from webhook.core.engine import effective_precision, placement_rule, tier_fits
 from webhook.core.settings import Settings
@@ -52,6 +52,11 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
         if is_templated(row):
             out.append(f"Verdict: NOT JUDGED, {TEMPLATED_MESSAGE}")
             out.extend(f"  {note}" for note in row.result.template.notes)
+            out.append("")
+            continue
+        if is_failed(row):
+            out.append(f"Verdict: NOT JUDGED, {FAILED_MESSAGE}")
+            out.extend(f"  error: {note}" for note in row.result.template.notes)
             out.append("")
             continue
         out.append("Profile")

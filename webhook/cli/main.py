@@ -3,7 +3,8 @@
 Exit codes of ``check`` (an interface CI pipelines rely on):
 0 every object would be admitted, 1 at least one would be denied (with ``--strict``: or an object
 asks for GPUs where no pod template could be read, or is still a template to render), 2 usage or
-input error.
+input error, or an internal error on some object (reported as one line naming it; the others are
+still judged).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from webhook import __version__
 from webhook.cli import check_pool, inventory as inventory_cli, report, sources
 from webhook.cli.explain import render_explain
 from webhook.core import engine, settings as settings_mod, templating
+from webhook.core.counts import parse_count
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
 from webhook.core.settings import MODES, SettingsError
@@ -52,6 +54,27 @@ SKIP templated, not denied: render them first (helm template / envsubst / kustom
 
 exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged or
 templated), 2 usage or input error"""
+
+
+_POLICY_CHECK_DESCRIPTION = """\
+Validate a policy file offline, all or nothing, exactly as `gpu-admission serve` loads it
+(and as the webhook judges its ConfigMap gpu-admission-policy on apply):
+  - a YAML mapping that states apiVersion: gpu-admission.io/v1alpha1 and kind: Policy
+    (an empty, comment-only or truncated file is refused, never read as the default);
+  - every field passes the schema (unknown fields are refused), every product is in the GPU
+    catalog, every rule names a tier.
+A valid file prints one line: its generation (the first 12 hex digits of its sha256, as
+/readyz and the gpu_admission_policy_info metric show the policy a server serves) and what
+it decides."""
+
+_POLICY_CHECK_EPILOG = """\
+examples:
+  gpu-admission policy check my-overlay/policy.yaml
+  kubectl -n gpu-admission get configmap gpu-admission-policy -o jsonpath='{.data.policy\\.yaml}' \\
+    | gpu-admission policy check -
+
+exit codes: 0 valid (one summary line on stdout), 1 invalid (the reason, naming the field, on
+stderr), 2 usage error or the file cannot be read"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,11 +146,14 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve", help="run the admission server (gunicorn, TLS)",
         description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1), "
-                    "GET /healthz, /readyz and /metrics, over TLS 1.2+ with threaded gunicorn workers. "
+                    "GET /healthz, /readyz and /metrics, over TLS 1.2+ with threaded gunicorn workers; "
+                    "with --extender-bind, the kube-scheduler extender on a port of its own, authenticated. "
                     "Certificate and policy files are reloaded when they change, without a restart.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     serve.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy); "
-                       "reloaded on change, an invalid new version keeps the last good one")
+                       "reloaded on change, a version that does not load keeps the last good one (kept in "
+                       "$TMPDIR/gpu-admission for every worker); with none, the server runs unready until "
+                       "the file loads")
     serve.add_argument("--cert", metavar="FILE", default="certs/tls.crt", help="serving certificate (PEM)")
     serve.add_argument("--key", metavar="FILE", default="certs/tls.key", help="serving key (PEM)")
     serve.add_argument("--client-ca", metavar="FILE", default=None,
@@ -146,6 +172,29 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
                             "when in-cluster or kubeconfig credentials load and RBAC allows listing nodes")
     serve.add_argument("--kubeconfig", metavar="FILE", default=None,
                        help="kubeconfig for the node inventory (default: in-cluster, then ~/.kube/config)")
+    serve.add_argument("--extender-bind", metavar="HOST:PORT", default=None,
+                       help="also serve the kube-scheduler extender (POST /scheduler/filter, /scheduler/prioritize) "
+                            "on this address, and only there (default: not served); needs --extender-client-ca "
+                            "or --extender-token-file")
+    serve.add_argument("--extender-client-ca", metavar="FILE", default=None,
+                       help="extender callers may authenticate with a client certificate signed by this CA "
+                            "(kube-scheduler: tlsConfig.certFile/keyFile); reloaded on change")
+    serve.add_argument("--extender-token-file", metavar="FILE", default=None,
+                       help="extender callers may authenticate with 'Authorization: Bearer <token>', the token "
+                            "in this file (a mounted Secret; re-read on change); kube-scheduler cannot send one")
+
+    policy = sub.add_parser(
+        "policy", help="validate a policy file offline, as the server loads it",
+        description="Policy file tools. `policy check FILE` validates a policy file with the parser the\n"
+                    "server loads it with (and the webhook judges its own ConfigMap with).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    policy_sub.required = True
+    policy_check = policy_sub.add_parser(
+        "check", help="validate a policy file: exit 0 valid, 1 invalid, 2 usage",
+        description=_POLICY_CHECK_DESCRIPTION,
+        epilog=_POLICY_CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    policy_check.add_argument("file", metavar="FILE", help="the policy file, or - for stdin")
 
     certs = sub.add_parser(
         "certs", help="create a CA and a serving certificate for the webhook",
@@ -176,9 +225,10 @@ def _seconds(text: str) -> float:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    value = parse_count(text, cap=1_000_000)
+    if not value:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return int(text)
+    return value
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -187,9 +237,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     try:
         settings_mod.load(args.config, read=Path.read_bytes)
-    except SettingsError as exc:
-        print(f"gpu-admission serve: {exc}", file=err)
-        return EXIT_USAGE
+    except SettingsError as exc:  # not an exit: in a pod that is a crash loop (live_settings)
+        print(f"gpu-admission serve: {exc}: serving the last good copy of the policy if there is one, "
+              f"else not ready (/readyz 503) until the file loads", file=err)
     problem = keypair.pair_problem(args.cert, args.key)
     if problem:
         print(f"gpu-admission serve: {problem} (create a pair with: gpu-admission certs --service NAME "
@@ -199,14 +249,48 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"gpu-admission serve: --client-ca {args.client_ca}: no such file", file=err)
         return EXIT_USAGE
     host, sep, port = args.bind.rpartition(":")
-    if not sep or not port.isdigit() or not host:
+    if not sep or parse_count(port, cap=65535) is None or not host:
         print(f"gpu-admission serve: --bind must be HOST:PORT, got {args.bind!r}", file=err)
+        return EXIT_USAGE
+    problem = _extender_problem(args, port)
+    if problem:
+        print(f"gpu-admission serve: {problem}", file=err)
         return EXIT_USAGE
     return run(ServeOptions(
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
         config=Path(args.config) if args.config else None,
         client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
-        inventory=args.inventory, kubeconfig=args.kubeconfig, max_queue_age=args.max_queue_age))
+        inventory=args.inventory, kubeconfig=args.kubeconfig, max_queue_age=args.max_queue_age,
+        extender_bind=args.extender_bind,
+        extender_client_ca=Path(args.extender_client_ca) if args.extender_client_ca else None,
+        extender_token_file=Path(args.extender_token_file) if args.extender_token_file else None))
+
+
+def _extender_problem(args: argparse.Namespace, admission_port: str) -> str | None:
+    """What is wrong with serve's extender flags, if anything: the extender is opt-in, on a port of
+    its own, and never unauthenticated."""
+    ca, token = args.extender_client_ca, args.extender_token_file
+    if args.extender_bind is None:
+        return ("--extender-client-ca and --extender-token-file only apply with --extender-bind"
+                if ca or token else None)
+    host, sep, port = args.extender_bind.rpartition(":")
+    if not sep or parse_count(port, cap=65535) is None or not host:
+        return f"--extender-bind must be HOST:PORT, got {args.extender_bind!r}"
+    if parse_count(port, cap=65535) == parse_count(admission_port, cap=65535):
+        return f"--extender-bind needs a port of its own, not --bind's {admission_port}"
+    if not ca and not token:
+        return ("--extender-bind needs --extender-client-ca (mutual TLS, what kube-scheduler can do) or "
+                "--extender-token-file: the extender is never served unauthenticated")
+    if ca and not Path(ca).is_file():
+        return f"--extender-client-ca {ca}: no such file"
+    if token:
+        from webhook.server import TokenError, read_token
+
+        try:
+            read_token(token)
+        except TokenError as exc:
+            return f"--extender-token-file {exc}"
+    return None
 
 
 def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, mode: str | None,
@@ -219,14 +303,17 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
-            markers = templating.find(obj, settings.gpu_resources, prefix=pointer)
-            if markers:
-                result = engine.templated(obj, pointer, markers, mode or settings.mode)
-                rows.append(report.Row(doc.source, obj, pointer, result))
-                continue
-            for result in engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
-                                           inventory=inventory, context=context):
-                rows.append(report.Row(doc.source, obj, pointer, result))
+            try:
+                markers = templating.find(obj, settings.gpu_resources, prefix=pointer)
+                if markers:
+                    results: Sequence[engine.TemplateResult] = (
+                        engine.templated(obj, pointer, markers, mode or settings.mode),)
+                else:
+                    results = engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
+                                               inventory=inventory, context=context)
+            except Exception as exc:  # noqa: BLE001 - a bug: this object's one ERROR row, the others judged
+                results = (report.failed(obj, pointer, exc, mode or settings.mode),)
+            rows.extend(report.Row(doc.source, obj, pointer, result) for result in results)
     return rows
 
 
@@ -275,6 +362,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":
         out.write("\n")
+    if any(report.is_failed(r) for r in rows):
+        return EXIT_USAGE
     denied = any(not r.result.decision.allowed for r in rows)
     skipped = any(report.is_unjudged(r) or report.is_templated(r) for r in rows)
     return EXIT_DENIED if denied or (args.strict and skipped) else EXIT_OK
@@ -291,7 +380,32 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write("no pod templates found (kinds without pods pass through unjudged)\n")
         return EXIT_OK
     out.write(redact(render_explain(rows, settings)))
+    if any(report.is_failed(r) for r in rows):
+        return EXIT_USAGE
     return EXIT_DENIED if any(not r.result.decision.allowed for r in rows) else EXIT_OK
+
+
+def cmd_policy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``policy check FILE``: the policy file validated as the server loads it."""
+    name = "(stdin)" if args.file == "-" else args.file
+    try:
+        if args.file == "-":
+            stdin = getattr(sys.stdin, "buffer", None)  # bytes, as a file is read (a test's StringIO has none)
+            data = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8")
+        else:
+            data = Path(args.file).read_bytes()
+    except OSError as exc:
+        print(f"gpu-admission policy check: {name}: cannot read: {exc.strerror or exc}", file=err)
+        return EXIT_USAGE
+    try:
+        policy = settings_mod.load(name, read=lambda _path: data)
+    except SettingsError as exc:
+        print(f"INVALID {redact(str(exc))}", file=err)
+        return EXIT_DENIED
+    tiers = ", ".join(f"{t.name} ({len(t.products)} products)" for t in policy.tiers)
+    print(f"OK {name}: generation {policy.generation}, mode {policy.mode}, mutate {str(policy.mutate).lower()}, "
+          f"productLabel {policy.label_key}, tiers {tiers}", file=out)
+    return EXIT_OK
 
 
 def _command(argv: Sequence[str]) -> str | None:
@@ -333,7 +447,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
     commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": _cmd_certs,
-                "inventory": inventory_cli.run}
+                "inventory": inventory_cli.run, "policy": cmd_policy}
     return commands[args.command](args, out, err)
 
 

@@ -6,12 +6,20 @@ The JSON shape is an interface (other tools parse it): keep field names exactly.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from webhook.core.domain import JSON
+from webhook.core.domain import JSON, Decision, WorkloadProfile
 from webhook.core.engine import TemplateResult, object_identity
 from webhook.core.templating import FOUND as TEMPLATED, MESSAGE as TEMPLATED_MESSAGE
+from webhook.core.workloads import PodTemplate
+
+FAILED = "error"
+"""``found`` of a row standing for an object the engine raised on: a bug in gpu-admission, reported
+as one line naming the object and the exception (``check`` then exits 2), never a traceback."""
+FAILED_MESSAGE = "internal error, not judged (a bug in gpu-admission: please report it)"
+_ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,28 @@ class Row:
         obj = {"apiVersion": ident["apiVersion"], "kind": ident["kind"], "metadata": meta}
         template = replace(self.result.template, metadata={}, spec={}, annotations={}, labels={})
         return Row(self.source, obj, self.pointer, replace(self.result, template=template))
+
+
+def failed(obj: Any, pointer: str, exc: BaseException, mode: str) -> TemplateResult:
+    """The row's result for an object whose judging raised ``exc``: not judged, not admitted (a tool
+    reading only ``allowed`` must not take a crash for a pass), its one note the exception's type
+    and first line, so the report names the bug and the object without a traceback."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    kind = obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else "object"
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:  # noqa: BLE001 - an exception whose message cannot be made: its type is the news
+        lines = []
+    error = f"{type(exc).__name__}: {lines[0]}"[:_ERROR_CHARS] if lines else type(exc).__name__
+    template = PodTemplate(pointer, meta if isinstance(meta, Mapping) else {}, {}, kind=kind, found=FAILED,
+                           patchable=False, notes=(error,))
+    decision = Decision(allowed=False, mode=mode, tier=None, placement=None)
+    return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
+
+
+def is_failed(row: Row) -> bool:
+    """An object the engine raised on (:func:`failed`): reported, and ``check`` exits 2."""
+    return row.result.template.found == FAILED
 
 
 def result_json(row: Row) -> dict[str, JSON]:
@@ -55,6 +85,8 @@ def result_json(row: Row) -> dict[str, JSON]:
     })
     if is_templated(row):  # the places that are still a template, for people and tools alike
         out["reason"] = "; ".join(r.template.notes)
+    if is_failed(row):
+        out["error"] = "; ".join(r.template.notes)
     return out
 
 
@@ -74,7 +106,7 @@ def is_skipped(row: Row) -> bool:
 
 
 def summary(rows: Sequence[Row]) -> dict[str, int]:
-    judged = [r for r in rows if not is_skipped(r)]
+    judged = [r for r in rows if not is_skipped(r) and not is_failed(r)]
     return {
         "checked": len(judged),
         "allowed": sum(1 for r in judged if r.result.decision.allowed),
@@ -82,6 +114,7 @@ def summary(rows: Sequence[Row]) -> dict[str, int]:
         "warned": sum(1 for r in judged if r.result.decision.warnings),
         "unjudged": sum(1 for r in rows if is_unjudged(r)),
         "templated": sum(1 for r in rows if is_templated(r)),
+        "errors": sum(1 for r in rows if is_failed(r)),
     }
 
 
@@ -98,6 +131,8 @@ def _label(row: Row) -> str:
 
 
 def _verdict(row: Row) -> str:
+    if is_failed(row):
+        return "ERROR"
     if is_skipped(row):
         return "SKIP"
     d = row.result.decision
@@ -117,6 +152,11 @@ def render_text(rows: Sequence[Row]) -> str:
         if is_templated(row):
             lines.append(f"SKIP  {row.source}  {_label(row)}: {TEMPLATED_MESSAGE}")
             lines.extend(f"      {note}" for note in row.result.template.notes)
+            continue
+        if is_failed(row):
+            at = f" at {row.pointer}" if row.pointer else ""
+            lines.append(f"ERROR {row.source}  {_label(row)}{at}: {'; '.join(row.result.template.notes)}: "
+                         f"{FAILED_MESSAGE}")
             continue
         facts = []
         if p.model:
@@ -145,8 +185,9 @@ def render_text(rows: Sequence[Row]) -> str:
     s = summary(rows)
     not_judged = f", {s['unjudged']} GPU object(s) not judged" if s["unjudged"] else ""
     templated = f", {s['templated']} templated (not judged)" if s["templated"] else ""
+    errors = f", {s['errors']} internal error(s) (not judged)" if s["errors"] else ""
     lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned"
-                 f"{not_judged}{templated}")
+                 f"{not_judged}{templated}{errors}")
     return "\n".join(lines) + "\n"
 
 
@@ -163,7 +204,8 @@ def render_junit(rows: Sequence[Row]) -> str:
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="gpu-admission" tests="{s["checked"]}" failures="{s["denied"]}">',
-        f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}" errors="0"'
+        f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}"'
+        f' errors="{s["errors"]}"'
         f' skipped="{s["unjudged"] + s["templated"]}">',
     ]
     for row in rows:
@@ -174,7 +216,11 @@ def render_junit(rows: Sequence[Row]) -> str:
             out.append(f'      <skipped message="not judged: {xml_escape(d.warnings[0][:200], {chr(34): "&quot;"})}"/>')
         elif is_templated(row):
             out.append(f'      <skipped message="{xml_escape(d.warnings[0][:400], {chr(34): "&quot;"})}"/>')
-        if not d.allowed:
+        elif is_failed(row):
+            error = "; ".join(row.result.template.notes)
+            out.append(f'      <error message="{xml_escape(error, {chr(34): "&quot;"})}">'
+                       f"{xml_escape(FAILED_MESSAGE)}</error>")
+        if not d.allowed and not is_failed(row):
             message = "; ".join(v.code for v in d.violations)
             body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)
             out.append(f'      <failure message="{xml_escape(message, {chr(34): "&quot;"})}">'

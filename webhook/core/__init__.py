@@ -31,6 +31,7 @@ PUBLIC: tuple[str, ...] = (
     "scheduling",  # filter / prioritize: the extender's rules behind the server's routes
     "verdicts",    # key: a pod's content without its per-copy fields (the server's verdict memo)
     "templating",  # find: an object that is still a template (check reports it instead of judging it)
+    "counts",      # parse_count: the one reading of a count written as text (the doors' own flags too)
 )
 """The core modules the front doors may import (``webhook.core.<name>``); everything else in the
 core is internal, free to change shape without touching a door."""

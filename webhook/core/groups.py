@@ -12,10 +12,14 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from webhook.core.counts import parse_count
+
 GROUP_LABEL = "gpu-admission.io/group"
 GROUP_SIZE = "gpu-admission.io/group-size"
 LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+MAX_GROUP_SIZE = 10_000
+"""The largest declared group size read as one; a bigger (or unreadable) one declares nothing."""
 
 GROUP_LABELS = ("gpu-admission.io/gpu-group", GROUP_LABEL, LWS_GROUP_KEY)
 """Labels naming a group, in order of preference: the webhook's own (:data:`GPU_GROUP`, on GPU
@@ -36,9 +40,9 @@ def declared_size(labels: Mapping[str, str], annotations: Mapping[str, str]) -> 
     pods; users may set ``gpu-admission.io/group-size``)."""
     for source in (annotations, labels):
         for key in (GROUP_SIZE, LWS_SIZE):
-            value = source.get(key, "").strip()
-            if value.isdigit() and 0 < int(value) <= 10_000:
-                return int(value)
+            size = parse_count(source.get(key), cap=MAX_GROUP_SIZE, padded=True)
+            if size:
+                return size
     return None
 
 

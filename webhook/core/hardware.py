@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from webhook.core import bundled
+from webhook.core.counts import parse_count
 from webhook.core.domain import GpuProduct, LabelOption, ParsedLabel
 
 GFD = "gfd"
@@ -254,7 +255,7 @@ NVFP4 = "nvfp4"
 WEIGHT_FORMATS: tuple[str, ...] = (FP8, MXFP4, NVFP4)
 """Weight formats whose kernels depend on the GPU generation (what :func:`native_formats` answers)."""
 
-_CC = re.compile(r"^\s*(\d{1,3})\.(\d{1,3})")
+_CC = re.compile(r"^\s*([0-9]{1,3})\.([0-9]{1,3})", re.ASCII)
 
 _NATIVE_FROM: Mapping[str, tuple[int, int]] = MappingProxyType({
     FP8: (8, 9),     # FP8 tensor cores: Ada Lovelace (8.9), Hopper (9.0), Blackwell
@@ -495,7 +496,7 @@ def _dominated_by(weak: GpuProduct, other: GpuProduct) -> bool:
 
 def _cc_key(cc: str) -> tuple[int, tuple[int, ...], str]:
     """Sort key for compute capabilities: numeric ``major.minor`` before opaque targets (``gfx942``)."""
-    try:
-        return (0, tuple(int(part) for part in cc.split(".")), cc)
-    except ValueError:
+    parts = tuple(parse_count(part, cap=999) for part in cc.split("."))
+    if None in parts:
         return (1, (), cc)
+    return (0, tuple(p for p in parts if p is not None), cc)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import launchers, models, sizing, training_memory
+from webhook.core.counts import parse_count
 from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
 from webhook.core.groups import declared_size
 from webhook.core.resources import pod_gpus
@@ -22,6 +23,8 @@ PREFIX = "gpu-admission.io/"
 MODEL = PREFIX + "model"
 PARAMS = PREFIX + "params"
 TENSOR_PARALLEL = PREFIX + "tensor-parallel"
+MAX_TENSOR_PARALLEL = 4096
+"""The largest ``tensor-parallel`` annotation read as one; above it the annotation is invalid."""
 TIER = PREFIX + "tier"
 MODE = PREFIX + "mode"
 TRAINING_STRATEGY = PREFIX + "training-strategy"
@@ -121,8 +124,9 @@ def _tp_annotation(template: PodTemplate, problems: list[Violation]) -> int | No
     text = template.annotations.get(TENSOR_PARALLEL)
     if text is None:
         return None
-    if text.strip().isdigit() and 0 < int(text.strip()) <= 4096:
-        return int(text.strip())
+    size = parse_count(text, cap=MAX_TENSOR_PARALLEL, padded=True)
+    if size:
+        return size
     problems.append(Violation(
         "invalid-annotation",
         f"annotation {TENSOR_PARALLEL}={text[:40]!r} must be a positive integer, e.g. \"4\"",

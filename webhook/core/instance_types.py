@@ -98,7 +98,7 @@ GCP_ACCELERATORS: Mapping[str, str] = {
 }
 """The ``cloud.google.com/gke-accelerator`` value of each family: the tests check that the catalog
 reads it as the product above, so the two tables cannot drift apart."""
-_GCP_MACHINE = re.compile(r"([a-z][a-z0-9]*-[a-z]+)-(\d+g?)")
+_GCP_MACHINE = re.compile(r"([a-z][a-z0-9]*-[a-z]+)-([0-9]+g?)")
 
 
 def instance_product(value: str) -> str | None:

@@ -16,12 +16,15 @@ from types import MappingProxyType
 from typing import Any
 
 from webhook.core import node_labels, node_match
+from webhook.core.counts import parse_count
 from webhook.core.hardware import Catalog
 from webhook.core.nodepools import scalable_values
 from webhook.core.resources import QuantityError, gpu_count
 
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
+MAX_LABEL_COUNT = 10**12 - 1
+"""The largest count read from a node label (a GPU count, MiB of memory)."""
 FAMILY_LABEL = "nvidia.com/gpu.family"
 MEMORY_TOLERANCE = 0.08
 """GFD reports usable MiB (A100 80GB: 81920; H100: 81559): a gap beyond this means another card."""
@@ -213,8 +216,9 @@ def _gpus(resources: Mapping[str, Any], names: Iterable[str]) -> int:
 
 
 def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
-    value = labels.get(key)
-    return int(value) if isinstance(value, str) and value.isdigit() else None
+    """A node label's count (GPUs, MiB of memory): label values are ASCII, and an inventory file is
+    read as the cluster would store it (a "²" is no count, and never a crash)."""
+    return parse_count(labels.get(key), cap=MAX_LABEL_COUNT)
 
 
 def node_gpus(node: Mapping[str, Any], *, label_key: str, scheme: str, catalog: Catalog,

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from . import bundled
+from .counts import ASCII_SPACE
 from .domain import ModelInfo
 
 MAX_NAME_CHARS = 512
@@ -61,16 +62,16 @@ CLOSE_LOW, CLOSE_HIGH = 0.6, 1.6
 """A size stated after a catalog match must lie within this ratio of the row's count, otherwise the
 row is not this model (``deepseek-r1:70b`` is the 70B distill, not the 671B R1)."""
 
-_NUMBER = r"\d{1,5}(?:\.\d{1,3})?"
+_NUMBER = r"[0-9]{1,5}(?:\.[0-9]{1,3})?"
 _SIZE_RE = re.compile(rf"({_NUMBER})([bmt])")
 _ACTIVE_RE = re.compile(rf"a({_NUMBER})([bm])")
-_MOE_RE = re.compile(rf"(\d{{1,3}})x({_NUMBER})b")
-_EXPERTS_RE = re.compile(r"(\d{1,4})e")
+_MOE_RE = re.compile(rf"([0-9]{{1,3}})x({_NUMBER})b")
+_EXPERTS_RE = re.compile(r"([0-9]{1,4})e")
 _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]{0,15}://", re.IGNORECASE)
-_LONE_DOT_RE = re.compile(r"(?<!\d)\.|\.(?!\d)")
+_LONE_DOT_RE = re.compile(r"(?<![0-9])\.|\.(?![0-9])")
 _SEGMENT_SPLIT_RE = re.compile(r"[^a-z0-9.]+")
-_LEX_RE = re.compile(r"\d+x\d+(?:\.\d+)?[a-z]*|\d+(?:\.\d+)*[a-z]*|[a-z]+")
-_PARAMS_RE = re.compile(r"(\d{1,6}(?:\.\d{1,6})?|\.\d{1,6})\s*([bmt]?)")
+_LEX_RE = re.compile(r"[0-9]+x[0-9]+(?:\.[0-9]+)?[a-z]*|[0-9]+(?:\.[0-9]+)*[a-z]*|[a-z]+")
+_PARAMS_RE = re.compile(r"([0-9]{1,6}(?:\.[0-9]{1,6})?|\.[0-9]{1,6})\s*([bmt]?)", re.ASCII)
 _UNIT_B = {"": 1.0, "b": 1.0, "m": 1e-3, "t": 1e3}
 
 _NOISE_SEGMENTS = frozenset({"latest"})
@@ -137,7 +138,7 @@ def parse_params(text: str | None) -> float | None:
     """
     if not isinstance(text, str) or len(text) > 32:
         return None
-    match = _PARAMS_RE.fullmatch(text.strip().lower())
+    match = _PARAMS_RE.fullmatch(text.strip(ASCII_SPACE).lower())
     if match is None:
         return None
     value = float(match.group(1)) * _UNIT_B[match.group(2)]
@@ -171,7 +172,7 @@ def quantization_from_name(model: str | None) -> str | None:
 
 def _word(body: str) -> re.Pattern[str]:
     """A pattern matching ``body`` only as a whole word (not inside 'hawq' or '2024q4')."""
-    return re.compile(rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])")
+    return re.compile(rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])", re.ASCII)
 
 
 _QUANT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -396,7 +397,7 @@ def _load_entry(row: Any) -> _Entry:
     if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
         raise ValueError(f"{where}: match must be a non-empty list of patterns")
     try:
-        compiled = tuple(re.compile(rf"(?:{p})(?=-|$)") for p in patterns)
+        compiled = tuple(re.compile(rf"(?:{p})(?=-|$)", re.ASCII) for p in patterns)  # \d in a pattern: ASCII
     except re.error as exc:
         raise ValueError(f"{where}: bad match pattern: {exc}") from exc
     return _Entry(

@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.counts import parse_count
+
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
 NODE_NAME_FIELD = "metadata.name"
@@ -47,7 +49,6 @@ AFFINITY_PATH = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDur
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_INT = re.compile(r"[+-]?[0-9]+")
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
@@ -67,11 +68,10 @@ def valid_label_value(value: Any) -> bool:
 
 
 def parse_int(value: Any) -> int | None:
-    """``strconv.ParseInt(value, 10, 64)``: optional sign, ASCII digits only, within int64."""
-    if not isinstance(value, str) or not _INT.fullmatch(value):
-        return None
-    number = int(value)
-    return number if _INT64[0] <= number <= _INT64[1] else None
+    """``strconv.ParseInt(value, 10, 64)``: optional sign, ASCII digits only, within int64 (read by
+    :func:`webhook.core.counts.parse_count`: a 5,000-digit value made ``int()`` raise)."""
+    number = parse_count(value, cap=-_INT64[0], signs="+-")
+    return number if number is not None and _INT64[0] <= number <= _INT64[1] else None
 
 
 @dataclass(frozen=True)

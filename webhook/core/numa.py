@@ -25,6 +25,7 @@ at admission. Pure: a pod spec in, words out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -41,6 +42,9 @@ MAX_FINDINGS = 3
 """Findings named in one warning (the rest are counted): a pod of many sidecars stays readable."""
 
 _QOS = ("cpu", "memory")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""The quantity spellings :func:`parse_quantity` leaves out (``1e3``, ``4.``, ``.5``), ASCII only:
+``Decimal()`` alone would also take ``"１２"``, ``"1_000"`` and ``"NaN"``, which Kubernetes refuses."""
 
 
 def numa_warning(spec: Mapping[str, Any], gpus_per_pod: int,
@@ -164,10 +168,10 @@ def _quantity(value: Any) -> Decimal | None:
         return parse_quantity(value)
     except QuantityError:
         pass
-    if isinstance(value, str) and len(value) <= 40:
+    if isinstance(value, str) and len(value) <= 40 and _DECIMAL.fullmatch(value.strip()):
         try:
             number = Decimal(value.strip())
-        except InvalidOperation:
+        except InvalidOperation:  # pragma: no cover - the pattern keeps this unreachable
             return None
         return number if number.is_finite() else None
     return None

@@ -348,7 +348,7 @@ def tier_annotation_trap(profile: WorkloadProfile, settings: Settings, choice: T
     big = settings.tier(settings.large_model_tier)
     reference = evaluate(big, profile, settings, None) if big is not None else choice
     found = _trap(profile, settings, reference, pin, values, fits, path, inventory)
-    ms = re.search(r"\(\d+ vs \d+ ms/token\)", found.fix)
+    ms = re.search(r"\([0-9]+ vs [0-9]+ ms/token\)", found.fix)
     return replace(found, message=f"annotation {annotation}={choice.tier.name}: {found.message}",
                    fix=f"remove annotation {annotation}: needs NVLink{' ' + ms.group(0) if ms else ''} "
                        f"(tier {settings.large_model_tier})")

@@ -141,7 +141,7 @@ def does_not_fit(profile: WorkloadProfile, choice: TierChoice, settings: Setting
     best = max(fits, key=lambda f: f.usable_gib) if fits else None
     detail = f"; largest is {best.value}: {best.reason}" if best else ""
     hint = min_tp_hint(profile, choice.options, settings)
-    tp = re.search(r"at TP(\d+) it fits (\S+)", hint)
+    tp = re.search(r"at TP([0-9]+) it fits (\S+)", hint)
     if tp:
         fix = f"raise TP to {tp.group(1)} (with {tp.group(1)} GPUs per pod): it fits {tp.group(2)}"
     elif best is not None and best.need_gib is not None:

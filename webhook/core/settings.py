@@ -4,14 +4,22 @@ One YAML file decides tiers, products, thresholds, the product label key and the
 names. The default is embedded in the package (``data/policy.yaml``); a user file is merged over it
 field by field, validated against a JSON schema, and cross-checked against the GPU catalog, so a
 bad file is rejected with a message naming the field instead of half-working at admission time.
+
+A policy *file* (:func:`parse_text`, :func:`load`) is all or nothing: it must be a mapping that
+states ``apiVersion: gpu-admission.io/v1alpha1`` and ``kind: Policy``. Every other field is optional,
+so without that rule an empty file, or one cut off after its opening comments, was a valid policy:
+the embedded default, which enforces, silently replacing an audit policy. Documents built in code
+(:func:`from_mapping`) are partial policies by design and need neither.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,6 +32,13 @@ if TYPE_CHECKING:
     import jsonschema
 
 MODES = ("enforce", "audit")
+
+API_VERSION = "gpu-admission.io/v1alpha1"
+KIND = "Policy"
+"""What every policy file states (``apiVersion``, ``kind``): the mark of a whole file."""
+
+GENERATION_CHARS = 12
+"""Hex digits of the sha256 of a policy file's bytes kept as its :attr:`Settings.generation`."""
 
 
 class SettingsError(ValueError):
@@ -88,6 +103,11 @@ class Settings:
     updates: str = "judgeChange"
     """``judgeChange``: an UPDATE is denied only for a violation the stored object did not have
     (:mod:`webhook.core.updates`); ``judgeObject``: every UPDATE is judged as a new object."""
+    generation: str = field(default="", compare=False)
+    """Which policy this is: the first :data:`GENERATION_CHARS` hex digits of the sha256 of the file's
+    bytes (``sha256sum policy.yaml``), the same in every process that loaded the same file; for a
+    document built in code, of its canonical JSON. Not compared: two files that say the same are
+    equal settings."""
 
     def tier(self, name: str) -> Tier | None:
         return next((t for t in self.tiers if t.name == name), None)
@@ -249,8 +269,21 @@ def _scheme_for(label_key: str, catalog: Catalog) -> str | None:
     return next((s for s, key in catalog.schemes.items() if key == label_key), None)
 
 
-def from_mapping(raw: Any, *, source: str = "embedded default") -> Settings:
-    """Validate a decoded policy document (merged over the embedded default) into Settings."""
+def generation_of(text: str) -> str:
+    """The generation of a policy file's text: what ``sha256sum`` of the file starts with."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:GENERATION_CHARS]
+
+
+def from_mapping(raw: Any, *, source: str = "embedded default", generation: str | None = None) -> Settings:
+    """Validate a decoded policy document (merged over the embedded default) into Settings.
+
+    For documents built in code: every field is optional, ``apiVersion`` and ``kind`` included. A
+    policy *file* goes through :func:`parse_text`, which also requires those two."""
+    if generation is None:
+        try:
+            generation = generation_of(json.dumps(raw, sort_keys=True, default=str))
+        except (TypeError, ValueError, RecursionError):  # keys of mixed types, a self-referencing document
+            generation = ""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -268,10 +301,10 @@ def from_mapping(raw: Any, *, source: str = "embedded default") -> Settings:
         catalog = _catalog_with(list(doc.get("products") or []))
     except (ValueError, KeyError, TypeError) as exc:
         raise SettingsError(f"{source}: products: {exc}") from exc
-    return _build(doc, catalog, source)
+    return _build(doc, catalog, source, generation)
 
 
-def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
+def _build(doc: Mapping[str, Any], catalog: Catalog, source: str, generation: str) -> Settings:
     label_key = doc["productLabel"]
     scheme = doc.get("labelScheme") or _scheme_for(label_key, catalog)
     if scheme is not None and scheme not in catalog.schemes:
@@ -335,11 +368,30 @@ def _build(doc: Mapping[str, Any], catalog: Catalog, source: str) -> Settings:
         tiers=tuple(tiers),
         catalog=catalog,
         source=source,
+        generation=generation,
     )
 
 
+_HEADER = f"a policy file states apiVersion: {API_VERSION} and kind: {KIND}"
+
+
+def check_header(raw: Any, *, source: str) -> None:
+    """Refuse a decoded policy file that is not a whole policy: empty (or only comments), not a
+    mapping, or without its ``apiVersion`` and ``kind`` (a truncated or a foreign file)."""
+    if raw is None:
+        raise SettingsError(f"{source}: the policy file is empty (or only comments): {_HEADER}")
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{source}: the policy must be a YAML mapping, got {type(raw).__name__}: {_HEADER}")
+    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key not in raw:
+            raise SettingsError(f"{source}: {key}: missing: {_HEADER} (is the file cut short, or not a policy?)")
+        if raw[key] != expected:
+            raise SettingsError(f"{source}: {key}: must be {expected}, got {str(raw[key])[:80]!r}")
+
+
 def parse_text(text: str, *, source: str) -> Settings:
-    """Parse policy YAML text; YAML errors name the line."""
+    """Parse a policy file's text: all or nothing. YAML errors name the line; the file must state
+    ``apiVersion`` and ``kind`` (:func:`check_header`); then the schema and the catalog decide."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -347,7 +399,8 @@ def parse_text(text: str, *, source: str) -> Settings:
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SettingsError(f"{source}:{where}: invalid YAML: {problem}") from exc
-    return from_mapping(raw, source=source)
+    check_header(raw, source=source)
+    return from_mapping(raw, source=source, generation=generation_of(text))
 
 
 def load(path: str | Path | None, *, read: Callable[[Path], bytes]) -> Settings:
@@ -371,5 +424,7 @@ def load(path: str | Path | None, *, read: Callable[[Path], bytes]) -> Settings:
 
 @functools.cache
 def default() -> Settings:
-    """The embedded default policy (cached: it never changes within a process)."""
-    return from_mapping({}, source="embedded default")
+    """The embedded default policy (cached: it never changes within a process). Its file states
+    ``apiVersion`` and ``kind`` like any other (``tests/core/test_settings.py``); its generation is
+    that of its text, as if it were loaded from a file."""
+    return from_mapping({}, source="embedded default", generation=generation_of(_embedded_text()))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from webhook.core.container_env import container_env, expand_kubelet, is_secret_name, scalar_text
+from webhook.core.counts import parse_count
 
 __all__ = [
     "Invocation",
@@ -42,8 +43,10 @@ _KEYWORDS = frozenset(
 )
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
 _ASSIGN_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,255})=(.*)", re.S)
+_MAX_POSITIONAL = 999
+"""``${N}`` takes up to three digits (:data:`_BRACE_RE`)."""
 _BRACE_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,255}|[0-9]{1,3}|[@*])(?:(:?[-=+?])(.*))?", re.S)
-_REDIRECT_RE = re.compile(r"\d{0,2}(?:&>>?|>>?&?|<<?<?|<&|>\|)")
+_REDIRECT_RE = re.compile(r"[0-9]{0,2}(?:&>>?|>>?&?|<<?<?|<&|>\|)")
 
 
 @dataclass(frozen=True)
@@ -368,8 +371,8 @@ def _dollar(text: str, i: int, state: _State) -> tuple[str | list[str], bool, in
         return text[i:end], False, end
     if c in "@*":
         return list(state.positional[1:]), True, j + 1
-    if c.isdigit():
-        k = int(c)
+    k = parse_count(c, cap=9)  # $0 .. $9: one ASCII digit ("$²" is a "$" and a "²", as sh reads it)
+    if k is not None:
         if k < len(state.positional):
             return state.positional[k], True, j + 1
         return text[i : j + 1], False, j + 1
@@ -449,14 +452,14 @@ def _param(name: str, state: _State) -> str | None:
     """A variable or positional parameter's value, ``None`` when unset (``$@`` joined)."""
     if name in ("@", "*"):
         return " ".join(state.positional[1:])
-    if name.isdigit():
-        k = int(name)
+    k = parse_count(name, cap=_MAX_POSITIONAL)
+    if k is not None:
         return state.positional[k] if k < len(state.positional) else None
     return state.env.get(name)
 
 
 def _might_be_set(name: str, state: _State) -> bool:
-    return not name.isdigit() and name not in "@*" and state.maybe_set(name)
+    return parse_count(name, cap=_MAX_POSITIONAL) is None and name not in "@*" and state.maybe_set(name)
 
 
 def _expand_word(word: str, state: _State) -> str:

@@ -37,6 +37,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from webhook.core import sizing
+from webhook.core.counts import parse_count
 from webhook.core.domain import GpuProduct, WorkloadProfile
 from webhook.core.hardware import Catalog
 from webhook.core.settings import Settings, Tier
@@ -137,8 +138,8 @@ def scarce(product: GpuProduct) -> bool:
     H100, H200, B200, MI300X; not T4, V100 or the GDDR cards)."""
     if not product.memory_type.upper().startswith("HBM"):
         return False
-    major = product.compute_capability.split(".", 1)[0]
-    return not major.isascii() or not major.isdigit() or int(major) >= 8
+    major = parse_count(product.compute_capability.split(".", 1)[0], cap=999)
+    return major is None or major >= 8
 
 
 def slowest_bandwidth(tier: Tier, settings: Settings) -> float | None:

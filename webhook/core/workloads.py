@@ -13,9 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import generic, operators
+from webhook.core.counts import parse_count
 from webhook.core.domain import JSON
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
+MAX_REPLICAS = 2**31 - 1
+"""A replica count written as a string is read up to int32, the type of every ``replicas`` field."""
 
 # kind -> path (list of keys) from the object root to the pod template (the object with metadata+spec)
 _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
@@ -103,8 +106,9 @@ def resolve(obj: Any, pointer: str) -> Any:
 def _dig(obj: Mapping[str, JSON], path: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in path:
-        if isinstance(cur, list) and key.isdigit() and int(key) < len(cur):
-            cur = cur[int(key)]
+        index = parse_count(key, cap=len(cur) - 1) if isinstance(cur, list) and cur else None
+        if index is not None:
+            cur = cur[index]
         elif isinstance(cur, Mapping):
             cur = cur.get(key)
         else:
@@ -113,13 +117,14 @@ def _dig(obj: Mapping[str, JSON], path: tuple[str, ...]) -> Any:
 
 
 def _int(value: Any, default: int | None) -> int | None:
+    """A replica or size count: a YAML integer as written, a string read by :func:`parse_count`
+    (a Helm chart's quoted ``"2"``), anything else the default."""
     if isinstance(value, bool):
         return default
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return default
+    count = parse_count(value, cap=MAX_REPLICAS, padded=True)
+    return default if count is None else count
 
 
 def _annotations(metadata: Mapping[str, JSON], field_name: str = "annotations") -> dict[str, str]:

@@ -4,7 +4,8 @@ Owns: the Flask application (``app``: routes, error mapping), the AdmissionRevie
 (``review``: parse, and the one place a response is completed), the admission outcome of each
 endpoint (``admission``), Prometheus metrics, JSON logs, the live policy reload (``live_settings``,
 ``filewatch``), the Node watch that keeps the GPU inventory current (``node_watch``), the
-kube-scheduler extender routes (``extender``) and the check of its own TLS key pair (``keypair``).
+kube-scheduler extender's app (``extender``, opt-in on its own port, with its bearer token read by
+``tokens``) and the check of its own TLS key pair (``keypair``).
 The process machinery, gunicorn's arbiter application, the balanced gthread worker, graceful
 closing, overload shedding and the rotating TLS context, lives in the ``gunicorn`` sub-folder.
 
@@ -13,7 +14,8 @@ anything from :mod:`webhook.cli`. tests/test_architecture.py holds both rules.
 
 The names below are the server's public surface, the only ones the command line may use
 (``gpu-admission serve`` hands off to :func:`run`; ``inventory`` reads Nodes with the same client;
-``certs`` and ``serve`` check a key pair the way the server does). They are imported lazily, so
+``certs`` and ``serve`` check a key pair the way the server does; ``serve`` reads the extender's token
+file the way the server does). They are imported lazily, so
 ``gpu-admission check`` never pays for Flask, gunicorn or the Kubernetes client.
 """
 
@@ -28,6 +30,8 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "list_nodes": ("webhook.server.node_watch", "list_nodes"),
     "load_client": ("webhook.server.node_watch", "load_client"),
     "keypair": ("webhook.server.keypair", None),
+    "read_token": ("webhook.server.tokens", "read_token"),
+    "TokenError": ("webhook.server.tokens", "TokenError"),
 }
 
 DEFAULT_MAX_QUEUE_AGE = 1.0

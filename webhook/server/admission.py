@@ -17,6 +17,7 @@ from webhook.core import dra, engine
 from webhook.core.domain import JSON
 from webhook.core.engine import Judgement, TemplateResult
 from webhook.core.inventory import Inventory
+from webhook.core.redaction import MIN_QUOTED_CHARS, REDACTED, quotable
 from webhook.core.settings import Settings
 from webhook.server import review
 from webhook.server.review import Request
@@ -106,7 +107,7 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
         "mode": d.mode,
         "tier": d.tier or "none",
         "products": ",".join(d.placement.values) if d.placement else ("none" if not d.allowed else "any"),
-        "model": p.model or "unknown",
+        "model": (p.model if quotable(p.model) else REDACTED) if p.model else "unknown",
         "params-b": f"{p.params_b:g}" if p.params_b is not None else "unknown",
         "tensor-parallel": str(p.tensor_parallel) if p.tensor_parallel else "unknown",
         "gpus-per-pod": str(p.gpus_per_pod),
@@ -123,7 +124,34 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
     message = full_message(results)
     if message:
         out["message"] = message
+    withheld = _unquotable(results)
+    if withheld:
+        out = {key: _withhold(text, withheld) for key, text in out.items()}
     return out
+
+
+def _unquotable(results: Sequence[TemplateResult]) -> tuple[str, ...]:
+    """The values of the pod the annotations quote (the model, its short name as
+    ``placing.describe`` writes it, the precision) that are not plain enough for the audit log
+    (:func:`webhook.core.redaction.quotable`), longest first. Env values reach a message only
+    through these fields (the launchers write any other env value as ``<value>``), so this is the
+    rule that keeps an env value's free text out of the audit log, whatever the variable's name."""
+    found: set[str] = set()
+    for r in results:
+        p = r.profile
+        for value in (p.model, p.model.rsplit("/", 1)[-1] if p.model else None, p.dtype, p.quantization):
+            if isinstance(value, str) and len(value.strip()) >= MIN_QUOTED_CHARS and not quotable(value):
+                found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _withhold(text: str, values: Sequence[str]) -> str:
+    """``text`` with each of ``values`` written ``[redacted]`` (longest first, so a value holding
+    another goes whole); the reply's own redaction still follows (``review.respond``)."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def full_message(results: Sequence[TemplateResult]) -> str:

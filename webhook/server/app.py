@@ -20,12 +20,12 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
 from webhook.core.settings import MODES, Settings, default as default_settings
-from webhook.server import admission, extender, review
+from webhook.server import admission, policy_review, review
 from webhook.server.filewatch import stat_signature
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.overload import QUEUED_AT
 from webhook.server.keypair import certificate_expiry, pair_problem
-from webhook.server.live_settings import LiveSettings
+from webhook.server.live_settings import LiveSettings, PolicyUnavailable
 from webhook.server.metrics import Metrics
 from webhook.server.review import ReviewError
 
@@ -108,15 +108,26 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     m = metrics or Metrics()
     live.set_hook(lambda result, _err: (m.reloads.labels(result=result).inc(),
                                         m.config_valid.set(1 if result == "success" else 0)))
-    if live.last_error:  # started on a fallback policy because the file does not load
+    if live.last_error:  # started on the last good copy, or on nothing, because the file does not load
         m.config_valid.set(0)
+    served: dict[str, str | None] = {"generation": None}
+
+    def serving(s: Settings | None) -> None:
+        """gpu_admission_policy_info: 1 for the generation served now, 0 for the one before."""
+        generation = s.generation if s is not None else None
+        if generation != served["generation"]:
+            if served["generation"] is not None:
+                m.policy_info.labels(generation=served["generation"]).set(0)
+            if generation is not None:
+                m.policy_info.labels(generation=generation).set(1)
+            served["generation"] = generation
+    live.on_change(serving)
     certs = _CertStatus(cert_file, key_file)
     app = _App("gpu_admission")
     # one byte more than allowed: a chunked body has no Content-Length to refuse up front, and werkzeug
     # stops reading it at the limit without an error, so handle() must see that there was more
     app.config["MAX_CONTENT_LENGTH"] = max_body + 1
     app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
-    app.register_blueprint(extender.blueprint())  # POST /scheduler/filter, /scheduler/prioritize
 
     shed = {"count": 0, "logged": 0.0}
     children: dict[tuple[Any, ...], Any] = {}
@@ -147,7 +158,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         return _json({"error": f"overloaded: this review waited {waited:.1f} s for a worker (limit "
                                f"{max_queue_age:g} s); kube-apiserver applies the webhook's failurePolicy"}, 503)
 
-    def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome]) -> Response:
+    def handle(endpoint: str, decide: Callable[[review.Request, Settings], admission.Outcome], *,
+               needs_policy: bool = True) -> Response:
         started = clock()
         http = request._get_current_object()  # type: ignore[attr-defined]  # once, not per attribute
         queued_at = http.environ.get(QUEUED_AT)
@@ -163,7 +175,13 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
             m.errors.labels(status=str(exc.status)).inc()
             return _json({"error": redact(exc.message)}, exc.status)
         try:
-            outcome = decide(req, live.current())
+            # the policy route judges a policy, not with one: it answers while this worker has none
+            settings = live.current() if needs_policy else default_settings()
+        except PolicyUnavailable as exc:  # no policy: kube-apiserver applies the failurePolicy
+            m.errors.labels(status="503").inc()
+            return _json({"error": redact(f"no policy to judge with: {exc}")}, 503)
+        try:
+            outcome = decide(req, settings)
         except Exception as exc:  # noqa: BLE001 - the contract: a 500 with a message, never a dropped connection
             m.errors.labels(status="500").inc()
             errlog.exception("internal error on %s uid=%s", endpoint, req.uid,
@@ -216,21 +234,30 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                                       inventory=current_inventory())
         return handle("validate", decide)
 
+    @app.post("/validate/policy")
+    def validate_policy() -> Response:
+        """The webhook's own policy ConfigMap, judged by the parser the workers load it with, so a
+        broken policy is refused on apply (``kubectl apply --dry-run=server`` shows why)."""
+        return handle("policy", lambda req, _s: policy_review.validate(req), needs_policy=False)
+
     @app.get("/healthz")
     def healthz() -> Response:
         return _json({"status": "ok"})
 
     @app.get("/readyz")
     def readyz() -> Response:
-        live.current()
+        served = live.refresh()
         problem, expiry = certs.read()
         if expiry is not None:
             m.cert_expiry.set(expiry)
         reasons = [problem] if problem else []
+        if served is None:
+            reasons.append(redact(f"no policy: {live.last_error}"))
         body: dict[str, Any] = {"status": "ok" if not reasons else "not ready",
-                                "policy": live.current().source}
+                                "policy": served.source if served is not None else None,
+                                "generation": served.generation if served is not None else None}
         if live.last_error:
-            body["policy_reload_error"] = live.last_error
+            body["policy_reload_error"] = redact(live.last_error)
         if reasons:
             body["reasons"] = reasons
         return _json(body, 200 if not reasons else 503)

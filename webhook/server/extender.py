@@ -1,5 +1,14 @@
-"""kube-scheduler extender endpoints on the admission server: ``POST /scheduler/filter`` and
-``POST /scheduler/prioritize`` (rules in :mod:`webhook.core.scheduling`).
+"""The kube-scheduler extender: ``POST /scheduler/filter`` and ``POST /scheduler/prioritize`` (rules in
+:mod:`webhook.core.scheduling`), a Flask app of its own (:func:`create_app`).
+
+Opt-in: ``serve --extender-bind HOST:PORT`` serves it on that port only, a second listener of the
+same gunicorn server (:mod:`webhook.server.gunicorn.listeners`); the admission port never serves it.
+Every request must authenticate before anything else happens (HTTP 401 otherwise, on every path,
+with the body unread): a client certificate that the extender's client CA verified
+(``--extender-client-ca``: what kube-scheduler can present, ``tlsConfig.certFile``/``keyFile``), or
+``Authorization: Bearer <token>`` with the token of ``--extender-token-file`` (compared in constant
+time; the file is re-read when it changes, as a mounted Secret does). kube-scheduler's extender
+configuration has no way to send a token, so the token is for other callers.
 
 Wire types mirror ``k8s.io/kube-scheduler/extender/v1`` (types.go, v0.36.3). Those Go structs have
 no json tags, so the JSON keys are the Go field names, capitalised:
@@ -15,26 +24,33 @@ no json tags, so the JSON keys are the Go field names, capitalised:
 * ``HostPriorityList``: ``[{"Host": name, "Score": 0-10}]``.
 
 Errors: malformed arguments are HTTP 400 with a JSON ``error`` (kube-scheduler logs the failure and,
-with ``ignorable: true``, schedules without the extender). Bodies up to :data:`MAX_BODY` are read:
-full Node objects are large, and the admission routes' 4 MiB limit would refuse a big cluster's list.
+with ``ignorable: true``, schedules without the extender). The body limit is the admission routes'
+(``max_body``, 4 MiB): a larger Content-Length is refused with 413 before a byte of the body is read,
+and a chunked body is read up to the limit and refused past it, so a request costs at most that much
+memory before it is parsed. (Until issue 25 these routes read 64 MiB: one request took a worker to
+1.8 GB.) kube-scheduler sends only the nodes that passed its own filters, GPU nodes with room for the
+pod; a list past the limit fails the call, which ``ignorable: true`` turns into "schedule without it".
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from pathlib import Path
 from typing import Any, Mapping
 
-from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.core import scheduling
-from webhook.core.settings import Settings
+from webhook.core.settings import Settings, default as default_settings
+from webhook.server.app import DEFAULT_MAX_BODY
+from webhook.server.gunicorn.listeners import CLIENT_CERTIFICATE
+from webhook.server.live_settings import LiveSettings, PolicyUnavailable
+from webhook.server.tokens import TokenFile
 
 log = logging.getLogger("gpu_admission.extender")
-
-MAX_BODY = 64 * 1024 * 1024
-"""Bytes: a few thousand full Node objects (labels, capacity, images) fit."""
 
 
 class ArgsError(ValueError):
@@ -100,28 +116,63 @@ def _pod_ref(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or meta.get('generateName') or '?'}"
 
 
-def blueprint() -> Blueprint:
-    """The extender routes under ``/scheduler``; settings are the app's live policy
-    (``app.extensions["gpu_admission"]["settings"]``), so a policy reload applies here too."""
-    bp = Blueprint("scheduler_extender", __name__, url_prefix="/scheduler")
+def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int = DEFAULT_MAX_BODY,
+               token_file: str | Path | None = None, client_ca: bool = False,
+               reload_interval: float = 1.0) -> Flask:
+    """The extender's app, served on its own listener. ``settings``: the admission app's LiveSettings
+    (so a policy reload applies here too), fixed Settings, or None for the embedded default.
+    ``client_ca``: the listener verifies client certificates against a CA, so a verified one
+    (``environ[CLIENT_CERTIFICATE]``) authenticates; ``token_file``: so does its bearer token. One of
+    the two is required: the extender is never served unauthenticated."""
+    if token_file is None and not client_ca:
+        raise ValueError("the scheduler extender needs a client CA or a token file to authenticate its callers")
+    live = settings if isinstance(settings, LiveSettings) else LiveSettings.fixed(
+        settings if settings is not None else default_settings())
+    token = TokenFile(token_file, interval=reload_interval) if token_file is not None else None
+    needed = " or ".join((["a client certificate signed by the extender's client CA"] if client_ca else [])
+                         + (["an Authorization: Bearer token"] if token is not None else []))
+    refused = {"count": 0, "logged": 0.0}
 
-    @bp.before_request
-    def allow_node_lists() -> None:
-        request.max_content_length = MAX_BODY
+    app = Flask("gpu_admission_extender")
+    # one byte more than allowed: see webhook.server.app (a chunked body is cut off at the limit, not refused)
+    app.config["MAX_CONTENT_LENGTH"] = max_body + 1
 
-    def settings() -> Settings:
-        return current_app.extensions["gpu_admission"]["settings"].current()
+    def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        return Response(json.dumps(payload, separators=(",", ":")), status=status, mimetype="application/json",
+                        headers=headers)
+
+    @app.before_request
+    def authenticate() -> Response | None:
+        """Before routing, body or anything else: an unauthenticated caller learns nothing but 401."""
+        if client_ca and request.environ.get(CLIENT_CERTIFICATE) is True:
+            return None
+        if token is not None and token.matches(request.headers.get("Authorization")):
+            return None
+        refused["count"] += 1
+        now = time.monotonic()
+        if now - refused["logged"] >= 1.0:  # one line a second at most
+            log.warning("extender: %d unauthenticated requests refused (401)", refused["count"],
+                        extra={"event": "extender_unauthenticated", "refused": refused["count"]})
+            refused["count"], refused["logged"] = 0, now
+        challenge = {"WWW-Authenticate": 'Bearer realm="gpu-admission scheduler extender"'} if token else None
+        return _json({"error": f"unauthenticated: the scheduler extender needs {needed}"}, 401, challenge)
+
+    def current() -> Settings:
+        return live.current()
 
     def parsed() -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
-        return parse_args(request.get_data(cache=False))
+        body = request.get_data(cache=False)  # 413 up front when the Content-Length is over the limit
+        if len(body) > max_body:
+            raise RequestEntityTooLarge()
+        return parse_args(body)
 
-    @bp.post("/filter")
+    @app.post("/scheduler/filter")
     def filter_nodes() -> Response:
         try:
             pod, nodes = parsed()
         except ArgsError as exc:
             return _json({"error": str(exc)}, 400)
-        result = filter_result(pod, nodes, settings())
+        result = filter_result(pod, nodes, current())
         failed = result["FailedAndUnresolvableNodes"]
         if failed:
             log.info("extender filter", extra={"event": "extender", "fields": {
@@ -129,16 +180,33 @@ def blueprint() -> Blueprint:
                 "refused": sorted(failed)}})
         return _json(result)
 
-    @bp.post("/prioritize")
+    @app.post("/scheduler/prioritize")
     def prioritize() -> Response:
         try:
             pod, nodes = parsed()
         except ArgsError as exc:
             return _json({"error": str(exc)}, 400)
-        return _json(priorities(pod, nodes, settings()))
+        return _json(priorities(pod, nodes, current()))
 
-    @bp.errorhandler(RequestEntityTooLarge)
+    @app.errorhandler(PolicyUnavailable)
+    def no_policy(exc: PolicyUnavailable) -> Response:
+        """No policy loaded yet (a broken file, no last good copy): 503, as /validate answers; the
+        extender is ignorable in kube-scheduler's configuration, so the pod is scheduled without it."""
+        return _json({"error": f"no policy loaded: {exc}"}, 503)
+
+    @app.errorhandler(RequestEntityTooLarge)
     def too_large(_exc: RequestEntityTooLarge) -> Response:
-        return _json({"error": f"body larger than {MAX_BODY} bytes"}, 413)
+        return _json({"error": f"body larger than {max_body} bytes"}, 413)
 
-    return bp
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        return _json({"error": exc.description or exc.name}, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        """A 500 with a message, never a dropped connection (kube-scheduler then schedules without
+        the extender: ``ignorable: true``)."""
+        log.exception("extender: internal error", extra={"event": "error", "endpoint": request.path})
+        return _json({"error": f"internal error: {type(exc).__name__}"}, 500)
+
+    return app

@@ -39,6 +39,10 @@ class Metrics:
         self.config_valid = Gauge(
             "gpu_admission_config_valid", "1 when the policy file on disk is the one in use, 0 when the "
             "last reload failed and the last good policy is kept", registry=r, multiprocess_mode="livemostrecent")
+        self.policy_info = Gauge(
+            "gpu_admission_policy_info", "1 for the policy this worker serves, by generation (the first 12 hex "
+            "digits of the sha256 of its file); every worker of a server serves the same one", ["generation"],
+            registry=r, multiprocess_mode="liveall")
         self.cert_expiry = Gauge(
             "gpu_admission_certificate_expiry_timestamp_seconds", "notAfter of the serving certificate",
             registry=r, multiprocess_mode="livemostrecent")

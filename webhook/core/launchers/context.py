@@ -15,7 +15,7 @@ from typing import Any
 from webhook.core.configmaps import FILES
 from webhook.core.container_env import container_env, env_sources, is_secret_name
 from webhook.core.launchers.files import mounted, written_files
-from webhook.core.launchers.values import INT_RE
+from webhook.core.launchers.values import MAX_FLAG_COUNT, flag_count
 from webhook.core.shell import Invocation, invocations
 
 
@@ -96,8 +96,11 @@ def _gpu_resource_env(container: Mapping[str, Any]) -> dict[str, str]:
         section, _, resource = str(ref.get("resource", ""))[:256].partition(".")
         bucket = resources.get(section) if section in ("limits", "requests") else None
         value = bucket.get(resource) if isinstance(bucket, Mapping) and resource in _GPU_RESOURCES else None
-        if isinstance(value, (int, str)) and not isinstance(value, bool) and INT_RE.fullmatch(str(value)):
-            out[item["name"]] = str(int(str(value)))
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value) if 0 <= value <= MAX_FLAG_COUNT else None  # str() of a huge int raises
+        count = flag_count(value, padded=False) if isinstance(value, str) else None
+        if count is not None:
+            out[item["name"]] = str(count)
     return out
 
 

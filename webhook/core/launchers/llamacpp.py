@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from webhook.core.counts import parse_count
 from webhook.core.launchers.flags import LLAMACPP_FLAGS
 from webhook.core.models import quantization_from_name
 from webhook.core.launchers.scan import Scan, scan
@@ -77,7 +78,7 @@ def _gpus(raw: dict[str, str | None], b: Spec) -> None:
     layers = (raw["gpu_layers"] or "").strip().lower()
     if layers == "0":
         b.note("llama-server -ngl 0 keeps every layer on the CPU: the GPUs it requests hold no weights")
-    elif layers.isdigit():
+    elif parse_count(layers, cap=999_999) is not None:
         b.note(f"llama-server offloads at most {layers} layers to the GPUs (-ngl); the rest stays on the CPU")
     mode = (raw["split_mode"] or "").strip().lower()
     if mode == "none":

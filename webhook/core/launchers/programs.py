@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from webhook.core.counts import parse_count
+
 _PYTHON_RE = re.compile(r"(?:python|pypy)(?:[0-9]{1,2}(?:\.[0-9]{1,3})?)?")
 _PY_VALUE_OPTS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 _PY_CLUSTER_M_RE = re.compile(r"-[uBOsSEIqbdv]{1,4}m")
@@ -92,6 +94,8 @@ _MPI_VALUE_OPTS = frozenset(
 )
 _MPI_PAIR_OPTS = frozenset({"-mca", "--mca", "-gmca", "--gmca", "-genv"})
 _COUNT_OPTS = frozenset({"-n", "-np", "--np", "-c"})
+MAX_RANKS = 999_999
+"""The largest ``-n`` read as a rank count (six digits); a bigger or unreadable one states none."""
 
 
 def mpi_program(argv: Sequence[str]) -> tuple[int | None, list[tuple[str, ...]]] | None:
@@ -115,8 +119,8 @@ def mpi_program(argv: Sequence[str]) -> tuple[int | None, list[tuple[str, ...]]]
         while i < len(ctx) and ctx[i].startswith("-"):
             opt, _, inline = ctx[i].partition("=")
             value = inline if inline else (ctx[i + 1] if i + 1 < len(ctx) else "")
-            if opt in _COUNT_OPTS and value.isdigit() and len(value) <= 6:
-                count = int(value)
+            if opt in _COUNT_OPTS and (ranks := parse_count(value, cap=MAX_RANKS)) is not None:
+                count = ranks
             i += 3 if opt in _MPI_PAIR_OPTS else 2 if opt in _MPI_VALUE_OPTS and not inline else 1
         apps.append(tuple(ctx[i:]))
         total = None if total is None or count is None else total + count

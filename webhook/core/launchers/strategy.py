@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 
 from webhook.core import training_memory as tm
+from webhook.core.counts import parse_count
 from webhook.core.launchers import files
 from webhook.core.launchers.scan import Scan, truthy
 from webhook.core.launchers.spec import Spec
@@ -330,8 +331,9 @@ def deepspeed_config(data: Mapping[Any, Any], where: str = "deepspeed config") -
 
 
 def _stage(value: Any, source: str) -> Reading:
-    text = str(value).strip()
-    stage = int(text) if text.isdigit() and len(text) == 1 else None
+    stage = parse_count(value, cap=9, padded=True) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        stage = value
     if stage not in _STAGES:
         return Reading(None, f"{source} is not a ZeRO stage (0-3)")
     return Reading(_STAGES[stage], source)

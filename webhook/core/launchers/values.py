@@ -13,7 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from webhook.core.counts import ASCII_SPACE, parse_count
+
 MAX_MODEL_CHARS = 512
+MAX_FLAG_COUNT = 999_999
+"""A flag's count is read up to six digits (a TP size, a node count); a longer one is unreadable."""
 
 BAD = object()
 """Converter result: the value is not of the expected form."""
@@ -22,9 +26,7 @@ SKIP = object()
 ALL_GPUS = object()
 """Converter result: one process per visible GPU (torchrun ``--nproc-per-node gpu``)."""
 
-INT_RE = re.compile(r"\+?[0-9]{1,6}")
 _FLOAT_RE = re.compile(r"[0-9]{0,3}(?:\.[0-9]{1,8})?")
-_NNODES_RE = re.compile(r"(\+?[0-9]{1,6})(?::(\+?[0-9]{1,6}))?")
 
 _DTYPES = {
     "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
@@ -60,27 +62,30 @@ def canonical_quantization(raw: str) -> str | None:
     return _QUANTIZATIONS.get(key.replace("_", "-"), key)
 
 
+def flag_count(raw: str, *, padded: bool = True) -> int | None:
+    """A count as a launcher's flag or env variable writes it: ASCII digits, up to six, with the
+    ``+`` Python's ``int()`` (argparse) takes (:func:`webhook.core.counts.parse_count`)."""
+    return parse_count(raw, cap=MAX_FLAG_COUNT, padded=padded, signs="+")
+
+
 def _to_count(raw: str) -> Any:
-    """Strict positive integer: ``4`` yes; ``4.0``, ``1_0``, ``${TP}``, ``0`` no."""
-    text = raw.strip()
-    if not INT_RE.fullmatch(text):
-        return BAD
-    value = int(text)
-    return value if value >= 1 else BAD
+    """Strict positive integer: ``4`` yes; ``4.0``, ``1_0``, ``${TP}``, ``0``, ``４`` no."""
+    value = flag_count(raw)
+    return value if value is not None and value >= 1 else BAD
 
 
 def _to_count_or_zero(raw: str) -> Any:
     """A count where 0 means something (vLLM ``--data-parallel-size-local 0``: an API-only head)."""
-    text = raw.strip()
-    return int(text) if INT_RE.fullmatch(text) else BAD
+    value = flag_count(raw)
+    return BAD if value is None else value
 
 
 def _to_nnodes(raw: str) -> Any:
     """torchrun ``--nnodes``: ``N`` or ``MIN:MAX`` (elastic; the group may grow to MAX)."""
-    m = _NNODES_RE.fullmatch(raw.strip())
-    if not m:
+    low, colon, high = raw.strip(ASCII_SPACE).partition(":")
+    value = flag_count(high if colon else low, padded=False)
+    if value is None or flag_count(low, padded=False) is None:
         return BAD
-    value = int(m.group(2) or m.group(1))
     return value if value >= 1 else BAD
 
 

@@ -17,20 +17,23 @@ job: the engine counts the pods of its GPU templates as the job's group (a CPU-o
 head is not a member). A kind whose group is not the whole object (an LWS-shaped replica of a
 serving kind) states ``group`` instead.
 
-Counts: a count that is not a whole number (a string of digits is read as one, as the API's own
-defaulting would refuse anything else) falls back to the kind's default; a negative one counts no
-pods; counts are capped at ``MAX_PODS``, so a hostile number cannot make a huge group.
+Counts: a count that is not a whole number (a string of ASCII digits is read as one, by
+:func:`webhook.core.counts.parse_count`, as the API's own defaulting would refuse anything else) falls
+back to the kind's default; a negative one counts no pods; counts are capped at ``MAX_PODS``, so a
+hostile number cannot make a huge group.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_COUNT_RE = re.compile(r"-?[0-9]{1,12}")
-"""A count written as a string: ASCII digits only (``isdigit`` also takes other scripts' digits)."""
+from webhook.core.counts import parse_count
+
+MAX_COUNT_TEXT = 10**12 - 1
+"""A count written as a string is read up to twelve digits (then capped at :data:`MAX_PODS`); a
+longer one is no count at all."""
 MAX_PODS = 100_000
 """More pods than any one job runs: counts above are capped here."""
 
@@ -96,8 +99,8 @@ def count(value: Any, default: int = 1) -> int:
     """A pod or replica count as the operators write it (see the module docstring)."""
     if isinstance(value, bool):
         return default
-    if isinstance(value, str) and _COUNT_RE.fullmatch(value.strip()):
-        value = int(value.strip())
+    if isinstance(value, str):
+        value = parse_count(value, cap=MAX_COUNT_TEXT, padded=True, signs="-")
     if not isinstance(value, int):
         return default
     return max(0, min(value, MAX_PODS))

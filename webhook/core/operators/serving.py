@@ -116,9 +116,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core import models, sizing
+from webhook.core.counts import parse_count
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
-from webhook.core.operators import Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators import MAX_COUNT_TEXT, Found, Reader, count, dig, mapping, name_of, product
 
 HINT = "gpu-admission.io/"
 MODEL_HINT = HINT + "model"
@@ -241,11 +242,12 @@ def _kubeai_profile(profile: Any) -> tuple[str | None, int, str | None, list[str
     if profile is None:
         return None, 0, None, ["spec.resourceProfile is not set: KubeAI gives the model pods no GPU"]
     parts = profile.split(":") if isinstance(profile, str) and len(profile) <= MAX_TEXT else []
-    units = re.fullmatch(r"[+-]?[0-9]{1,12}", parts[1].strip()) if len(parts) == 2 and parts[0] else None
+    units = (parse_count(parts[1], cap=MAX_COUNT_TEXT, padded=True, signs="+-")
+             if len(parts) == 2 and parts[0] else None)
     if units is None:
         return None, 0, None, [f"spec.resourceProfile {str(profile)[:64]!r} is not <profile>:<count>: KubeAI "
                                "rejects it and creates no pods"]
-    name, n = parts[0], count(int(units.group()), 0)
+    name, n = parts[0], count(units, 0)
     if name.startswith("nvidia-gpu"):
         resource: str | None = NVIDIA_GPU
     elif name.startswith("amd-gpu"):

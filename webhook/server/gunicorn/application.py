@@ -7,10 +7,18 @@ Why these choices:
   that accepted it and the work is CPU-bound, so a busy worker leaves new ones to an idle one;
 - TLS comes from :mod:`webhook.server.gunicorn.tls` through gunicorn's ``ssl_context`` hook, so a rotated certificate
   is picked up by new connections without a restart;
-- the certificate pair and the policy are loaded in the master and inherited by every worker it forks
-  (refreshed before each fork), so a worker that starts, or restarts after a crash, while the files on
-  disk are half-written or invalid keeps the last good ones instead of failing handshakes or failing to
-  boot (which makes gunicorn halt the whole server);
+- the certificate pair is loaded in the master and inherited by every worker it forks (refreshed
+  before each fork), so a worker that starts, or restarts after a crash, while the files on disk are
+  half-written or invalid keeps the last good pair instead of failing handshakes;
+- the policy is not the master's: every worker loads the file and keeps its last good copy on disk
+  (``webhook.server.live_settings.LastGood``, under ``$TMPDIR``: the pod's emptyDir), and a worker that
+  cannot load the file serves that copy, so every worker, one forked after a failed reload too, serves
+  the same last good policy (the master's copy from start-up was a second, older truth). With neither a
+  loadable file nor a copy a worker boots without a policy and stays unready (``/readyz`` 503 with the
+  reason) until the file loads: never a failed boot (which makes gunicorn halt the whole server) nor an
+  exit that the kubelet would turn into a crash loop;
+- the kube-scheduler extender is off unless ``extender_bind`` is set; then it is a second listener of the
+  same server, with its own TLS context and routes (:mod:`webhook.server.gunicorn.listeners`);
 - several workers share metrics through ``PROMETHEUS_MULTIPROC_DIR``, set before any worker starts;
 - SIGTERM is gunicorn's graceful shutdown: listeners close, in-flight reviews complete within
   ``graceful_timeout``.
@@ -28,12 +36,12 @@ from typing import Any, Callable
 
 from gunicorn.app.base import BaseApplication
 
-from webhook.core import settings as settings_mod
-from webhook.core.settings import Settings, SettingsError
+from webhook.core.settings import Settings
 from webhook.server import logs
-from webhook.server.gunicorn import balance, overload
+from webhook.server.gunicorn import balance, listeners, overload
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.tls import RotatingContext
+from webhook.server.live_settings import LastGood
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client reads this when it is IMPORTED, so it must be set before webhook.server.metrics is
@@ -63,29 +71,56 @@ class ServeOptions:
     max_queue_age: float = DEFAULT_MAX_QUEUE_AGE
     """Seconds a review may wait for a worker thread before it is refused with 503 (0: never), so
     nothing the apiserver has given up on is judged (``webhook.server.gunicorn.overload``)."""
+    state_dir: Path | None = None
+    """Where the last good copy of the policy file is kept (default ``$TMPDIR/gpu-admission``; in the
+    pod the emptyDir at /tmp, so a restarted container finds it)."""
+    extender_bind: str | None = None
+    """HOST:PORT of the kube-scheduler extender's own listener (``/scheduler/filter``,
+    ``/scheduler/prioritize``); None: no extender, and the admission port serves no ``/scheduler``."""
+    extender_client_ca: Path | None = None
+    """Extender callers may authenticate with a client certificate signed by this CA (kube-scheduler's
+    ``tlsConfig.certFile``/``keyFile``)."""
+    extender_token_file: Path | None = None
+    """Extender callers may authenticate with ``Authorization: Bearer`` and the token in this file
+    (a mounted Secret, re-read when it changes)."""
 
 
-def _ssl_context_hook(rotating: RotatingContext) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+def _ssl_context_hook(rotating: RotatingContext, extender: RotatingContext | None = None
+                      ) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
     """gunicorn calls this for every new connection. ``rotating`` was built in the master, so each
     worker owns a forked copy that starts from a pair that loaded, never from the files as they are
-    at its first connection (possibly mid-rotation)."""
+    at its first connection (possibly mid-rotation). ``extender``: the context of the extender's
+    listener (same pair, its own client CA), chosen by the listener of the connection."""
 
     def hook(_conf: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        if extender is not None and listeners.current() == listeners.EXTENDER:
+            return extender.context()
         return rotating.context()
 
     return hook
 
 
-def _app_factory(options: ServeOptions, last_good: Settings) -> Any:
+def _app_factory(options: ServeOptions, last_good: LastGood | None) -> Any:
+    from webhook.core import settings as settings_mod
     from webhook.server.app import create_app
     from webhook.server.live_settings import LiveSettings
 
-    live = LiveSettings(options.config, interval=options.reload_interval, fallback=last_good)
-    watch = _start_node_watch(options, live.current)
+    live = LiveSettings(options.config, interval=options.reload_interval, last_good=last_good)
+    # the inventory is indexed by the policy's label key: by the default's while there is no policy (it
+    # is re-indexed when the policy arrives, and no review is judged before)
+    watch = _start_node_watch(options, lambda: live.peek() or settings_mod.default())
     app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key,
                      inventory=watch.current if watch is not None else None, max_queue_age=options.max_queue_age)
     live.watch_in_background(options.reload_interval)  # after create_app installed the metrics hook
-    return app
+    if options.extender_bind is None:
+        return app
+    from webhook.server import extender
+
+    # the same body limit as /validate: node lists past it are refused (413), never read whole
+    scheduler = extender.create_app(live, max_body=options.max_body, token_file=options.extender_token_file,
+                                    client_ca=options.extender_client_ca is not None,
+                                    reload_interval=options.reload_interval)
+    return listeners.dispatch(app, scheduler)
 
 
 def _start_node_watch(options: ServeOptions, settings: Callable[[], Settings]) -> Any:
@@ -119,29 +154,32 @@ class AdmissionServer(BaseApplication):
     """gunicorn application with its configuration given in code (no gunicorn.conf.py to forget)."""
 
     def __init__(self, options: ServeOptions,
-                 app_factory: Callable[[ServeOptions, Settings], Any] | None = None) -> None:
+                 app_factory: Callable[[ServeOptions, LastGood | None], Any] | None = None) -> None:
         self.options = options
         # which WSGI app each worker loads; only the benchmark's floor app passes another one, so that
         # it runs under exactly this gunicorn/TLS configuration
         self.app_factory = app_factory or _app_factory
         # master-side state, inherited by every worker through fork (see the module docstring)
         self.tls = RotatingContext(options.cert, options.key, options.client_ca, interval=options.reload_interval)
-        self.last_good = settings_mod.load(options.config, read=Path.read_bytes)
+        self.extender_tls = RotatingContext(
+            options.cert, options.key, options.extender_client_ca, interval=options.reload_interval,
+            verify_mode=ssl.CERT_OPTIONAL) if options.extender_bind is not None else None
+        # the workers' shared last good policy (a file, not a value inherited at fork: see the docstring)
+        self.last_good = LastGood.for_config(options.config, options.state_dir) if options.config else None
         balance.install(options.workers)
         super().__init__()
 
     def _before_fork(self, _arbiter: Any, _worker: Any) -> None:
-        """Refresh what the next worker inherits; keep the old pair or policy when the files do not load."""
+        """Refresh the pairs the next worker inherits; keep the old ones when the files do not load."""
         self.tls.context()
-        try:
-            self.last_good = settings_mod.load(self.options.config, read=Path.read_bytes)
-        except SettingsError:
-            pass
+        if self.extender_tls is not None:
+            self.extender_tls.context()
 
     def load_config(self) -> None:
         o = self.options
         settings: dict[str, Any] = {
-            "bind": [o.bind],
+            # the extender's listener second: webhook.server.gunicorn.listeners tells them apart by position
+            "bind": [o.bind] + ([o.extender_bind] if o.extender_bind is not None else []),
             "workers": o.workers,
             "threads": o.threads,
             # gthread whose workers share keep-alive connections evenly (webhook.server.gunicorn.balance): without it
@@ -149,7 +187,7 @@ class AdmissionServer(BaseApplication):
             "worker_class": "webhook.server.gunicorn.balance.BalancedThreadWorker",
             "certfile": str(o.cert),
             "keyfile": str(o.key),
-            "ssl_context": _ssl_context_hook(self.tls),
+            "ssl_context": _ssl_context_hook(self.tls, self.extender_tls),
             "pre_fork": lambda arbiter, worker: self._before_fork(arbiter, worker),
             "keepalive": o.keepalive,
             "graceful_timeout": o.graceful_timeout,
@@ -169,6 +207,8 @@ class AdmissionServer(BaseApplication):
         }
         # every request stamped with the moment it was queued for a thread, for load shedding
         settings["worker_class"] = overload.stamped_worker(settings["worker_class"], o.max_queue_age)
+        if o.extender_bind is not None:  # which listener each connection came in on, for TLS and routing
+            settings["worker_class"] = listeners.routed_worker(settings["worker_class"])
         for key, value in settings.items():
             self.cfg.set(key, value)
 

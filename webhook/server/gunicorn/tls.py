@@ -22,8 +22,15 @@ log = logging.getLogger("gpu_admission.tls")
 CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES:!SHA1"
 
 
-def build_context(cert: str | Path, key: str | Path, client_ca: str | Path | None = None) -> ssl.SSLContext:
-    """A server context with the project's TLS floor; raises ``ssl.SSLError``/``OSError`` on a bad pair."""
+def build_context(cert: str | Path, key: str | Path, client_ca: str | Path | None = None, *,
+                  verify_mode: ssl.VerifyMode = ssl.CERT_REQUIRED) -> ssl.SSLContext:
+    """A server context with the project's TLS floor; raises ``ssl.SSLError``/``OSError`` on a bad pair.
+
+    With ``client_ca``, clients are asked for a certificate signed by it (and issued for client
+    authentication): ``CERT_REQUIRED`` refuses the handshake without one (the admission port's
+    ``--client-ca``); ``CERT_OPTIONAL`` refuses a certificate that does not verify but lets a client
+    without one through, for the application to answer 401 (the extender port, which also takes a
+    bearer token)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(CIPHERS)
@@ -31,7 +38,7 @@ def build_context(cert: str | Path, key: str | Path, client_ca: str | Path | Non
     ctx.load_cert_chain(certfile=str(cert), keyfile=str(key))
     if client_ca is not None:
         ctx.load_verify_locations(cafile=str(client_ca))
-        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.verify_mode = verify_mode
     return ctx
 
 
@@ -39,12 +46,13 @@ class RotatingContext:
     """Serves the newest valid certificate pair; call :meth:`context` per new connection."""
 
     def __init__(self, cert: str | Path, key: str | Path, client_ca: str | Path | None = None,
-                 *, interval: float = 1.0) -> None:
+                 *, interval: float = 1.0, verify_mode: ssl.VerifyMode = ssl.CERT_REQUIRED) -> None:
         self.cert, self.key, self.client_ca = Path(cert), Path(key), client_ca
+        self.verify_mode = verify_mode
         self._watch = FileWatch([self.cert, self.key] + ([Path(client_ca)] if client_ca else []),
                                 interval=interval)
         self._lock = threading.Lock()
-        self._ctx = build_context(self.cert, self.key, client_ca)
+        self._ctx = build_context(self.cert, self.key, client_ca, verify_mode=verify_mode)
         self.rotations = 0
 
     def context(self) -> ssl.SSLContext:
@@ -52,7 +60,7 @@ class RotatingContext:
         if signature is not None:
             with self._lock:
                 try:
-                    fresh = build_context(self.cert, self.key, self.client_ca)
+                    fresh = build_context(self.cert, self.key, self.client_ca, verify_mode=self.verify_mode)
                 except (ssl.SSLError, OSError, ValueError) as exc:
                     # mid-rotation (cert and key from different pairs) or unreadable: keep serving the
                     # old pair and look again at the next interval
