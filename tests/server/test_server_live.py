@@ -17,8 +17,6 @@ import copy
 import http.client
 import json
 import os
-import re
-import select
 import signal
 import socket
 import ssl
@@ -37,8 +35,8 @@ from webhook.core import settings as settings_mod
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
     CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L4,
     client_context, der, encode, free_port, handshake_in_memory, live_workers, metric_samples, once,
-    permissive_server, replace_file, request_json, review, run_serve, until_consecutive, vllm_pod,
-    wait_workers, write_policy,
+    permissive_server, post_while_reading, replace_file, request_json, review, run_serve, until_consecutive,
+    vllm_pod, wait_workers, write_policy,
 )
 
 
@@ -477,62 +475,11 @@ def test_sigterm_answers_every_request_in_flight(server: Server) -> None:
           f"shutdown {shutdown:.2f} s")
 
 
-def _response_complete(data: bytes) -> bool:
-    head, sep, body = data.partition(b"\r\n\r\n")
-    if not sep:
-        return False
-    match = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
-    return match is not None and len(body) >= int(match.group(1))
-
-
-def _recv_nowait(sock: ssl.SSLSocket) -> bytes | None:
-    """Whatever the server has sent so far (None: nothing yet, b"": closed)."""
-    if not (select.select([sock], [], [], 0)[0] or sock.pending()):
-        return None
-    sock.setblocking(False)
-    try:
-        return sock.recv(65536)
-    except (ssl.SSLWantReadError, BlockingIOError):
-        return None  # only a TLS 1.3 session ticket, or half a record
-    finally:
-        sock.settimeout(IO_TIMEOUT)
-
-
 def post_reading_early(server: Server, headers: dict[str, str], chunks: Iterable[bytes]) -> tuple[int, Any]:
-    """POST like a client that reads the answer while still sending: a server that refuses a body
-    answers before reading it, then closes, and a send-everything-first client would only see the
-    reset. Returns (status, JSON body)."""
-    sock = server.tls_socket()
-    try:
-        head = "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        sock.sendall(head.encode())
-        received = b""
-        for chunk in chunks:
-            data = _recv_nowait(sock)
-            if data:
-                received += data
-                break  # answered: stop sending
-            if data == b"":
-                break
-            try:
-                sock.sendall(chunk)
-            except OSError:
-                break  # closed by the server; its answer may already be here
-        while not _response_complete(received):
-            try:
-                data = sock.recv(65536)
-            except OSError as exc:
-                raise AssertionError(f"no complete answer ({exc!r}); got {received[:300]!r}") from None
-            if not data:
-                break
-            received += data
-    finally:
-        sock.close()
-    assert _response_complete(received), received[:300]
-    head, _, body = received.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    return status, json.loads(body)
+    """POST /validate like a client that reads the answer while still sending
+    (:func:`live.post_while_reading`). Returns (status, JSON body)."""
+    status, _headers, doc, _sent = post_while_reading(server.tls_socket(), "/validate", headers, chunks)
+    return status, doc
 
 
 def padded_review(size: int) -> bytes:
