@@ -260,7 +260,7 @@ def _pinned_reference(fits: Mapping[str, tuple[Fit, ...]], values: Sequence[str]
                default=None)
 
 
-def _product_names(settings: Settings, known: Mapping[str, tuple[str, ...]], values: Sequence[str]) -> str:
+def _product_names(known: Mapping[str, tuple[str, ...]], values: Sequence[str]) -> str:
     return ", ".join(dict.fromkeys(p for v in values for p in known[v]))
 
 
@@ -364,7 +364,7 @@ def _misplacement(profile: WorkloadProfile, settings: Settings, choice: TierChoi
         return None  # some pinned value is a product of its tier
     catalog = settings.catalog
     products: list[GpuProduct] = [catalog.products[p] for ps in known.values() for p in ps]
-    names = _product_names(settings, known, list(known))
+    names = _product_names(known, list(known))
     pinned = _pinned_reference(fits, list(known))
     small = tier.name == settings.small_model_tier and tier.name != settings.large_model_tier
     if small:

@@ -51,11 +51,7 @@ Activations come on top and are not counted."""
 def replica_bytes_per_param(profile: WorkloadProfile) -> float:
     """Bytes per parameter one unsharded training replica holds (what "fits one card" means for
     training, :mod:`webhook.core.tiering`): the full training state under mixed-precision Adam.
-    A strategy that trains less than every weight (LoRA) holds less; when the profile says so
-    (``training_strategy``), its own figure is used."""
-    own = getattr(profile, "replica_bytes_per_param", None)
-    if isinstance(own, (int, float)) and own > 0:
-        return float(own)
+    A strategy that trains less than every weight (LoRA) holds less (:mod:`webhook.core.training_memory`)."""
     return training_memory.replica_bytes(profile)  # 16, or a PEFT job's frozen base + adapters
 
 

@@ -34,7 +34,7 @@ Pure arithmetic on the profile, the catalog and the settings.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from webhook.core import sizing
 from webhook.core.counts import parse_count
@@ -170,13 +170,6 @@ def multi_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str, s
     return settings.large_model_tier, f"weights need NVLink (over one {card.product if card else 'cost card'})"
 
 
-def single_card_profile(profile: WorkloadProfile) -> WorkloadProfile:
-    """The same work on one GPU (TP1, one pod), to say which one card would hold it."""
-    return replace(profile, tensor_parallel=1, pipeline_parallel=1, data_parallel=None, gpus_per_pod=1, pods=1,
-                   gpus_used=1, expert_parallel=False, expert_parallel_size=None, data_parallel_local=None,
-                   dp_attention=False)
-
-
 def placement_rule(profile: WorkloadProfile, settings: Settings) -> str | None:
     """The line ``explain`` prints for multi-GPU work: where the numbers send it and why (the weights
     against the biggest cost card), so the boundary is visible, not only applied."""
@@ -187,7 +180,6 @@ def placement_rule(profile: WorkloadProfile, settings: Settings) -> str | None:
     card = cost_card(settings)
     figures = (f"{weights:.0f} GiB of weights, one {card.product} holds {card.weights_gib:.0f}; "
                if weights is not None and card is not None else "")
-    link = "needs NVLink" if needs_nvlink(profile, settings) else "PCIe is enough"
-    if needs_nvlink(profile, settings) is None:
-        link = "size unknown"
+    nvlink = needs_nvlink(profile, settings)
+    link = "size unknown" if nvlink is None else "needs NVLink" if nvlink else "PCIe is enough"
     return f"multi-GPU work -> tier {tier} ({figures}{link}; rule: {why})"
