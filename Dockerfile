@@ -1,21 +1,35 @@
 # syntax=docker/dockerfile:1
 # gpu-admission: the admission webhook server.
 #   docker build -t gpu-admission:0.1.0 .
-# Stage 1 builds the project's wheel and the wheels of its dependencies (with the server extra:
-# `pip install gpu-admission` alone is the light CI install of `check`); stage 2 installs them,
+# Stage 1 fetches the pinned dependencies and builds the project's wheel; stage 2 installs them,
 # offline, into a slim Python without compilers, pip caches or the wheels themselves.
-# The base image is pinned by tag; pin it by digest (python:3.11-slim-bookworm@sha256:...) in your
-# registry's build, where the digest can be checked.
+# Supply chain (docs/development.md#the-supply-chain): the base image is named by digest, and every
+# Python package comes from requirements/image.lock (setup.cfg's install_requires + the server extra,
+# `make lock`), each file checked against the lock's sha256 (--require-hashes) and installed with
+# --no-deps, so nothing the lock does not name gets in. The project's wheel is built without build
+# isolation, with the build requirements of requirements/build.lock (hashed too).
+# The digest: the multi-platform index of python:3.11-slim-bookworm (Python 3.11.16). To move it:
+#   docker buildx imagetools inspect python:3.11-slim-bookworm --format '{{json .Manifest.Digest}}'
+# (or `skopeo inspect --format '{{.Digest}}' docker://docker.io/library/python:3.11-slim-bookworm`,
+# or `crane digest python:3.11-slim-bookworm`), then replace it in both FROM lines.
 
-FROM python:3.11-slim-bookworm AS build
+FROM python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91 AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
+COPY requirements/image.lock requirements/build.lock ./requirements/
+# The lock's files as they are on the index (wheels only: nothing is built from an sdist, which would
+# run its own setup code and fetch unhashed build requirements), checked against the lock's hashes;
+# then the build requirements, for the project's own wheel below.
+RUN pip wheel --no-cache-dir --require-hashes --no-deps --only-binary=:all: --wheel-dir /wheels \
+        -r requirements/image.lock \
+    && cp requirements/image.lock /wheels/image.lock \
+    && pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: -r requirements/build.lock
 COPY pyproject.toml setup.cfg README.md ./
 COPY webhook ./webhook
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server]"
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --no-index --wheel-dir /wheels/project .
 
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="gpu-admission" \
       org.opencontainers.image.description="Kubernetes admission webhook keeping multi-GPU AI workloads on homogeneous, fitting GPU hardware" \
@@ -23,15 +37,19 @@ LABEL org.opencontainers.image.title="gpu-admission" \
       org.opencontainers.image.source="https://github.com/gpu-admission/gpu-admission" \
       org.opencontainers.image.url="https://github.com/gpu-admission/gpu-admission" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm" \
+      org.opencontainers.image.base.digest="sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-# Install from the build stage's wheels only (--no-index: nothing is fetched here), then remove the
-# installers: the running image needs neither pip nor setuptools. The wheels are bind-mounted, so
-# they never land in a layer.
+# Install from the build stage's wheels only (--no-index: nothing is fetched here): the lock's, each
+# checked against its hash again, then the project's own, both with --no-deps; `pip check` fails the
+# build if the lock misses a dependency. Then remove the installers: the running image needs neither
+# pip nor setuptools. The wheels are bind-mounted, so they never land in a layer.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels "gpu-admission[server]==${VERSION}" \
+    pip install --no-cache-dir --no-index --find-links=/wheels --require-hashes --no-deps -r /wheels/image.lock \
+    && pip install --no-cache-dir --no-index --find-links=/wheels/project --no-deps "gpu-admission==${VERSION}" \
+    && pip check \
     && pip uninstall --yes pip setuptools wheel \
     && groupadd --system --gid 65532 gpu-admission \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

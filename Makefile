@@ -46,8 +46,23 @@ chart: $(STAMP)  ## lint the Helm chart, compare it with manifests/, install and
 	$(BIN)/python -m pytest -q -p no:randomly tests/cli/test_chart.py
 
 .PHONY: image
-image:  ## build the container image with buildah (gpu-admission:test; a debootstrapped stand-in for its FROM here)
-	tests/image/build-image.sh
+image: $(STAMP)  ## build the container image with buildah (gpu-admission:test; a debootstrapped stand-in for its FROM here) and its SBOM, build/sbom.cdx.json
+	SBOM_PYTHON=$(BIN)/python tests/image/build-image.sh
+
+# ---- supply chain (issue 25, point 8): the image installs only these pins, each file checked by sha256
+# requirements/image.lock: setup.cfg's install_requires + the server extra, resolved for the image's
+# Python (3.11, Linux); requirements/build.lock: pyproject.toml's build requirements (the project's
+# own wheel is built offline with them). `make lock` keeps the current pins where setup.cfg still
+# allows them; `make lock LOCK_UPGRADE=--upgrade` moves every pin to the newest allowed release.
+# docs/development.md#the-supply-chain says how to bump the pins and the base image's digest.
+LOCK_UPGRADE ?=
+LOCK_FLAGS   := --quiet --generate-hashes --python-version 3.11 --python-platform linux --custom-compile-command 'make lock' $(LOCK_UPGRADE)
+.PHONY: lock
+lock: $(STAMP)  ## regenerate requirements/image.lock and build.lock with --hash lines (LOCK_UPGRADE=--upgrade: newest allowed)
+	$(BIN)/pip install --quiet -r requirements/lock-tools.txt
+	$(BIN)/uv pip compile setup.cfg --extra server $(LOCK_FLAGS) --output-file requirements/image.lock
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
+	  | $(BIN)/uv pip compile - $(LOCK_FLAGS) --output-file requirements/build.lock
 
 cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
 	$(BIN)/python tests/e2e/cluster.py

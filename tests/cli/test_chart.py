@@ -18,6 +18,10 @@ equal, except the labels in IGNORED_LABELS: Helm's own (helm.sh/chart) and
 app.kubernetes.io/managed-by, which says "kustomize" in one and "Helm" in the other. Every object
 the chart renders, with each set of values, passes kubernetes-validate strict (the cert-manager
 kinds aside: their schema is not Kubernetes').
+
+The knobs with no kustomize counterpart (tolerations, nodeSelector, affinity, imagePullSecrets,
+extraArgs, timeoutSeconds) are table-driven: each reaches its field and changes nothing else against
+the render without it; the PodDisruptionBudget is rendered only with more than one replica.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +163,11 @@ def test_helm_lint(helm: Path) -> None:
     (["--set", "certificates.certManager=false"], "caBundle"),
     (["--set", "extender.enabled=true", "--set", "extender.clientCAConfigMap="], "never served unauthenticated"),
     (["--set", "extender.enabled=yes"], "enabled"),
+    (["--set", "timeoutSeconds=31"], "timeoutSeconds"),  # Kubernetes' own limit
+    (["--set", "timeoutSeconds=0"], "timeoutSeconds"),
+    (["--set", "extraArgs=--log-level"], "extraArgs"),  # a list, not one string
+    (["--set", "imagePullSecrets[0].secret=my-registry"], "imagePullSecrets"),
+    (["--set", "nodeSelector=gpu"], "nodeSelector"),
 ])
 def test_the_values_schema_refuses_mistakes(helm: Path, values: list[str], message: str) -> None:
     done = run_helm(helm, "template", RELEASE, str(CHART), *values, check=False)
@@ -238,6 +248,15 @@ VARIANTS = {
               "--set", "namespaceSelector.matchExpressions[0].key=team",
               "--set", "namespaceSelector.matchExpressions[0].operator=Exists",
               "--set", "dra.enabled=true", "--set", "dra.deviceClassName=gpu.example.com"],
+    "single-replica": ["--set", "replicas=1"],
+    "scheduling-and-args": [
+        "--set-json", 'tolerations=[{"key": "node-role.example.com/system", "operator": "Exists", "effect": "NoSchedule"}]',
+        "--set-json", 'nodeSelector={"node-role.example.com/system": "true"}',
+        "--set-json", 'affinity.nodeAffinity={"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": '
+                      '[{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}',
+        "--set", "imagePullSecrets[0].name=my-registry",
+        "--set", "extraArgs={--log-level,debug,--max-queue-age,0.5}",
+        "--set", "timeoutSeconds=10", "--set", "dra.enabled=true"],
 }
 
 
@@ -310,6 +329,86 @@ def test_the_extender_values_reach_the_deployment(helm: Path, variant: str, args
     assert [p["containerPort"] for p in container["ports"]] == [8443] + [8444] * enabled
     assert [p["port"] for p in service] == [443] + [8444] * enabled
     assert [p["port"] for p in ingress] == [8443] + [8444] * enabled
+
+
+def pod_of(docs: list[dict]) -> dict:
+    return next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+
+
+SPREAD = yaml.safe_load((CHART / "values.yaml").read_text())["affinity"]
+"""The default affinity: the replicas spread over nodes (manifests/base/deployment.yaml's)."""
+POD = r"Deployment gpu-admission\.spec\.template\.spec"
+ARCH = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}
+SERVE_FLAGS = 13
+"""The chart's own `gpu-admission serve` arguments (serve, then --config ... --threads 8: six flags and values)."""
+
+
+@pytest.mark.parametrize("base, args, where, rendered, expected", [
+    pytest.param([], ["--set-json", 'tolerations=[{"key": "node-role.example.com/system", "operator": "Exists", '
+                                    '"effect": "NoSchedule"}]'],
+                 [rf"{POD}\.tolerations: only in helm"], lambda docs: pod_of(docs)["tolerations"],
+                 [{"key": "node-role.example.com/system", "operator": "Exists", "effect": "NoSchedule"}],
+                 id="tolerations"),
+    pytest.param([], ["--set-json", 'nodeSelector={"node-role.example.com/system": "true"}'],
+                 [rf"{POD}\.nodeSelector: only in helm"], lambda docs: pod_of(docs)["nodeSelector"],
+                 {"node-role.example.com/system": "true"}, id="nodeSelector"),
+    pytest.param([], ["--set-json", f"affinity.nodeAffinity={json.dumps(ARCH)}"],
+                 [rf"{POD}\.affinity\.nodeAffinity: only in helm"], lambda docs: pod_of(docs)["affinity"],
+                 {**SPREAD, "nodeAffinity": ARCH}, id="affinity-merges-into-the-spread"),
+    pytest.param([], ["--set", "affinity.podAntiAffinity=null"], [rf"{POD}\.affinity: only in kustomize"],
+                 lambda docs: "affinity" in pod_of(docs), False, id="affinity-spread-removed"),
+    pytest.param([], ["--set", "imagePullSecrets[0].name=my-registry"],
+                 [rf"{POD}\.imagePullSecrets: only in helm"], lambda docs: pod_of(docs)["imagePullSecrets"],
+                 [{"name": "my-registry"}], id="imagePullSecrets"),
+    pytest.param([], ["--set", "extraArgs={--log-level,debug,--max-queue-age,0.5}"],
+                 [rf"{POD}\.containers\[0\]\.args: {SERVE_FLAGS + 4} items in helm, {SERVE_FLAGS} in kustomize"],
+                 lambda docs: pod_of(docs)["containers"][0]["args"][SERVE_FLAGS:],
+                 ["--log-level", "debug", "--max-queue-age", "0.5"], id="extraArgs"),
+    pytest.param(["--set", "extender.enabled=true"], ["--set", "extraArgs={--log-level,debug}"],
+                 [rf"{POD}\.containers\[0\]\.args: {SERVE_FLAGS + 6} items in helm, {SERVE_FLAGS + 4} in kustomize"],
+                 lambda docs: pod_of(docs)["containers"][0]["args"][SERVE_FLAGS:],
+                 ["--extender-bind", "0.0.0.0:8444", "--extender-client-ca", "/etc/gpu-admission/extender/client-ca.crt",
+                  "--log-level", "debug"], id="extraArgs-after-the-extender-flags"),
+    pytest.param(["--set", "dra.enabled=true"], ["--set", "timeoutSeconds=10"],
+                 [r"(Mutating|Validating)WebhookConfiguration gpu-admission\.webhooks\[\d+\]\.timeoutSeconds: "
+                  r"helm 10 != kustomize 3"],
+                 lambda docs: [w["timeoutSeconds"] for w in webhook_entries(docs)], [10] * (11 + 1 + 2),
+                 id="timeoutSeconds-every-entry-dra-too"),
+])
+def test_each_knob_renders_where_expected(helm: Path, base: list[str], args: list[str], where: list[str],
+                                          rendered, expected) -> None:
+    """Each knob reaches its field, and changes nothing else: compared with the render without it (the
+    defaults, or the base values named), every difference is at the knob's own path."""
+    docs = template(helm, *base, *args)
+    assert rendered(docs) == expected
+    found = object_differences(docs, template(helm, *base))
+    assert found and all(any(re.fullmatch(w, f) for w in where) for f in found), found
+
+
+def test_the_defaults_of_the_knobs_render_nothing_new(helm: Path) -> None:
+    """Empty tolerations, nodeSelector, imagePullSecrets and extraArgs add no field; timeoutSeconds is
+    3 as manifests/ has it (test_default_values_render_what_kustomize_renders compares the rest)."""
+    docs = template(helm)
+    pod = pod_of(docs)
+    assert not {"tolerations", "nodeSelector", "imagePullSecrets"} & set(pod)
+    assert len(pod["containers"][0]["args"]) == SERVE_FLAGS and pod["affinity"] == SPREAD
+    assert {w["timeoutSeconds"] for w in webhook_entries(docs)} == {3}
+
+
+@pytest.mark.parametrize("replicas, pdb", [(1, False), (2, True), (3, True)])
+def test_the_pdb_is_rendered_only_with_more_than_one_replica(helm: Path, manifest_tree, replicas: int,
+                                                             pdb: bool) -> None:
+    """With one replica, minAvailable 1 would block every node drain: no PodDisruptionBudget then;
+    otherwise the one of manifests/, and nothing else changes but the replica count."""
+    docs = template(helm, "--set", f"replicas={replicas}")
+    budgets = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert len(budgets) == pdb
+    kustomize = manifest_tree.render(".")
+    if not pdb:
+        kustomize = [d for d in kustomize if d["kind"] != "PodDisruptionBudget"]
+    found = object_differences(docs, kustomize)
+    assert found == ([] if replicas == 2 else [f"Deployment gpu-admission.spec.replicas: helm {replicas} != kustomize 2"])
 
 
 def test_audit_mode_also_audits_dra_claims(helm: Path) -> None:

@@ -82,7 +82,8 @@ def test_every_object_validates_against_the_kubernetes_schema(rendered, rel: str
             continue  # CRDs: their shape is checked in test_cert_manager_overlay
         kubernetes_validate.validate(doc, version, strict=True)
         if doc["kind"] not in ("Namespace", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
-                               "ClusterRole", "ClusterRoleBinding"):
+                               "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                               "ValidatingAdmissionPolicyBinding"):
             assert doc["metadata"]["namespace"] == NAMESPACE, f"{doc['kind']} {doc['metadata']['name']}"
 
 
@@ -102,7 +103,8 @@ def test_the_root_installs_everything_with_cert_manager(rendered) -> None:
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Service", "Deployment", "ResourceQuota",
                             "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration",
-                            "ValidatingWebhookConfiguration", "Issuer", "Issuer", "Certificate", "Certificate"])
+                            "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicyBinding", "Issuer", "Issuer", "Certificate", "Certificate"])
 
 
 def test_the_base_has_no_tls_material_and_says_so(rendered) -> None:
@@ -499,7 +501,9 @@ def test_dockerfile_is_hadolint_clean() -> None:
 def test_dockerfile_final_stage_is_slim_non_root_and_exposes_8443() -> None:
     text = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", text, re.M)
-    assert stages == ["python:3.11-slim-bookworm", "python:3.11-slim-bookworm"]
+    # both stages on the same base, named by digest (docs/development.md#the-supply-chain)
+    assert len(stages) == 2 and stages[0] == stages[1], stages
+    assert re.fullmatch(r"python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", stages[0]), stages
     final = text.rsplit("\nFROM ", 1)[1]
     assert re.search(r"^USER \d+:\d+$", final, re.M)
     assert re.search(r"^EXPOSE 8443$", final, re.M)

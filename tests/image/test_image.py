@@ -17,12 +17,17 @@ binds 127.0.0.1 on a free port: test traffic stays on loopback), twice:
   systemd). A write to the root filesystem is shown to fail inside that container;
 - with ``buildah run --isolation chroot`` (no configuration at all), for the checks of what the
   image holds.
+
+The build also writes the image's SBOM (build/sbom.cdx.json, CycloneDX, from requirements/image.lock:
+tests/image/sbom.py); it is checked against the lock and against the distributions the built image
+really has installed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,6 +43,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "image" / "build-image.sh"
+SBOM = ROOT / "build" / "sbom.cdx.json"
+"""What the build writes next to the image (issue 25, point 8): its CycloneDX SBOM."""
+LOCK = ROOT / "requirements" / "image.lock"
 UID = 65532
 
 
@@ -54,7 +62,9 @@ def image() -> str:
     reason = _buildah_unavailable()
     if reason:
         pytest.skip(reason)
-    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=900)
+    SBOM.unlink(missing_ok=True)  # so the SBOM checked below is this build's
+    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "SBOM_PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -250,3 +260,46 @@ def test_the_entrypoint_answers_version(container: str) -> None:
     done = run_in(container, "gpu-admission", "--version", user=f"{UID}:{UID}")
     assert done.returncode == 0 and done.stdout.strip() == f"gpu-admission {webhook.__version__}", \
         done.stdout + done.stderr
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_sbom_lists_the_locked_packages_the_image_holds(image: str, container: str) -> None:
+    """build/sbom.cdx.json (written by this build: the fixture removed it first) is CycloneDX 1.6 and
+    lists every pin of requirements/image.lock with its version, purl and the lock's hashes, plus the
+    project's own package, the base image by the Dockerfile's digest, and the image as its subject; and
+    those packages are exactly what the image has installed, version for version."""
+    import webhook
+
+    assert SBOM.is_file(), f"{SBOM} was not written by tests/image/build-image.sh"
+    bom = json.loads(SBOM.read_text())
+    assert (bom["bomFormat"], bom["specVersion"]) == ("CycloneDX", "1.6")
+    assert bom["metadata"]["component"]["type"] == "container"
+    assert bom["metadata"]["component"]["name"] == image.rsplit(":", 1)[0].rsplit("/", 1)[-1]
+
+    lock = LOCK.read_text()
+    locked = {canonical(m.group(1)): m.group(2) for m in re.finditer(r"^([A-Za-z0-9][\w.-]*)==(\S+)", lock, re.M)}
+    assert len(locked) > 30
+    python = {canonical(c["name"]): c for c in bom["components"] if c["purl"].startswith("pkg:pypi/")}
+    assert {name: c["version"] for name, c in python.items()} == {**locked, "gpu-admission": webhook.__version__}
+    for name, version in locked.items():
+        component = python[name]
+        assert component["purl"] == f"pkg:pypi/{name}@{version}", component["purl"]
+        hashes = {h["content"] for ref in component.get("externalReferences", []) for h in ref.get("hashes", [])}
+        entry = re.search(rf"(?ms)^{re.escape(name)}==.*?(?=^\S|\Z)", lock.replace("_", "-").lower())
+        assert hashes and hashes == set(re.findall(r"sha256:([0-9a-f]{64})", entry.group(0))), name
+
+    (base,) = [c for c in bom["components"] if c["type"] == "container"]
+    digest = re.search(r"^FROM python:3\.11-slim-bookworm@sha256:([0-9a-f]{64})", (ROOT / "Dockerfile").read_text(), re.M)
+    assert base["hashes"] == [{"alg": "SHA-256", "content": digest.group(1)}]
+    refs = {c["bom-ref"] for c in bom["components"]} | {bom["metadata"]["component"]["bom-ref"]}
+    assert {d["ref"] for d in bom["dependencies"]} == refs
+    assert all(set(d["dependsOn"]) <= refs for d in bom["dependencies"])
+
+    done = run_in(container, "python", "-c", "import importlib.metadata as m, json; "
+                  "print(json.dumps(sorted([d.metadata['Name'], d.version] for d in m.distributions())))")
+    assert done.returncode == 0, done.stderr
+    installed = {canonical(name): version for name, version in json.loads(done.stdout)}
+    assert installed == {name: c["version"] for name, c in python.items()}

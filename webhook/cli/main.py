@@ -167,6 +167,10 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
                        help="refuse (HTTP 503) a review that waited longer than this for a worker thread, so "
                             "nothing kube-apiserver gave up on is judged; keep it below the webhooks' "
                             "timeoutSeconds (0: never refuse)")
+    serve.add_argument("--read-deadline", metavar="SECONDS", type=_deadline, default=5.0,
+                       help="a request must arrive whole (TLS handshake, headers and body) within this many "
+                            "seconds of its first byte, or its connection is closed; partial requests wait "
+                            "in the poller, never in a thread, so slow clients cannot stall the server")
     serve.add_argument("--inventory", choices=("auto", "on", "off"), default="auto",
                        help="watch Nodes to offer only GPU products that exist and avoid mixed nodes: auto = "
                             "when in-cluster or kubeconfig credentials load and RBAC allows listing nodes")
@@ -212,6 +216,13 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     explain.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
     explain.add_argument("--mode", choices=MODES, default=None, help="enforce or audit")
     return parser
+
+
+def _deadline(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -261,6 +272,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         config=Path(args.config) if args.config else None,
         client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
         inventory=args.inventory, kubeconfig=args.kubeconfig, max_queue_age=args.max_queue_age,
+        read_deadline=args.read_deadline,
         extender_bind=args.extender_bind,
         extender_client_ca=Path(args.extender_client_ca) if args.extender_client_ca else None,
         extender_token_file=Path(args.extender_token_file) if args.extender_token_file else None))

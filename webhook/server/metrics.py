@@ -59,6 +59,14 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+CONNECTIONS_CLOSED = Counter(
+    "gpu_admission_connections_closed_total", "Connections the server closed before their request was whole, by "
+    "reason: read_deadline (not whole within --read-deadline of its first byte), read_budget (the worker's "
+    "buffer of partial requests was full)", ["reason"], registry=None)
+"""Counted by the gunicorn worker, outside any app: not in an app's registry, but in the multi-process files
+that ``/metrics`` aggregates under ``serve``."""
+
+
 def mark_worker_dead(pid: int) -> None:
     """gunicorn ``child_exit`` hook: drop a dead worker's live gauges from the aggregate."""
     if os.environ.get(MULTIPROC_ENV):

@@ -49,7 +49,7 @@ caBundle: {{ required "certificates.caBundle is required when certificates.certM
 - name: {{ $verb }}-resourceclaims.gpu-admission.io
   admissionReviewVersions: ["v1"]
   sideEffects: None
-  timeoutSeconds: 3
+  timeoutSeconds: {{ $root.Values.timeoutSeconds }}
   failurePolicy: {{ include "gpu-admission.failurePolicy" $root }}
   matchPolicy: Equivalent
   {{- if eq $verb "mutate" }}

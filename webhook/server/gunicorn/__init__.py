@@ -4,7 +4,8 @@ app decides.
 Owns: ``application`` (the gunicorn arbiter application and :func:`run`: worker count, TLS through
 the ``ssl_context`` hook, the shared metrics directory, the node watch per worker), ``balance``
 (the gthread worker that spreads keep-alive connections evenly over the workers), ``closing``
-(graceful closes off the worker's main loop), ``overload`` (reviews that waited past the
+(graceful closes off the worker's main loop), ``reading`` (a request is read whole by the poller within a deadline, so slow clients hold no
+thread), ``compat`` (the gthread internals all of these build on, in one place), ``overload`` (reviews that waited past the
 apiserver's timeout answered 503 at once), ``tls`` (the rotating, hardened TLS context) and
 ``listeners`` (the opt-in extender listener: its TLS context and app by the port of a connection).
 

@@ -1,6 +1,9 @@
 """``gpu-admission serve``: the Flask app under gunicorn over TLS.
 
 Why these choices:
+- no thread waits for a client: a request is read whole by the worker's poller within
+  ``read_deadline`` of its first byte before a thread takes it up (``webhook.server.gunicorn.reading``),
+  so slow or stalled clients (slowloris) cannot hold the threads;
 - threaded workers (``gthread``): kube-apiserver keeps connections alive, so a worker must hold
   idle keep-alive connections without blocking; sync workers would also pay a TLS handshake per request;
 - connections balanced over the workers (``webhook.server.gunicorn.balance``): a connection stays with the worker
@@ -38,7 +41,7 @@ from gunicorn.app.base import BaseApplication
 
 from webhook.core.settings import Settings
 from webhook.server import logs
-from webhook.server.gunicorn import balance, listeners, overload
+from webhook.server.gunicorn import balance, listeners, overload, reading
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.tls import RotatingContext
 from webhook.server.live_settings import LastGood
@@ -74,6 +77,9 @@ class ServeOptions:
     state_dir: Path | None = None
     """Where the last good copy of the policy file is kept (default ``$TMPDIR/gpu-admission``; in the
     pod the emptyDir at /tmp, so a restarted container finds it)."""
+    read_deadline: float = reading.DEFAULT_READ_DEADLINE
+    """Seconds from a request's first byte (a new connection's: its TLS ClientHello) until the request
+    must be whole, headers and body; a connection past it is closed (``webhook.server.gunicorn.reading``)."""
     extender_bind: str | None = None
     """HOST:PORT of the kube-scheduler extender's own listener (``/scheduler/filter``,
     ``/scheduler/prioritize``); None: no extender, and the admission port serves no ``/scheduler``."""
@@ -205,6 +211,9 @@ class AdmissionServer(BaseApplication):
             "post_worker_init": lambda _worker: logs.configure(o.log_level),
             "on_starting": lambda _arbiter: logs.configure(o.log_level),
         }
+        # requests read whole in the poller within a deadline: no thread ever waits for a client
+        settings["worker_class"] = reading.reading_worker(
+            balance.BalancedThreadWorker, read_deadline=o.read_deadline, max_body=o.max_body)
         # every request stamped with the moment it was queued for a thread, for load shedding
         settings["worker_class"] = overload.stamped_worker(settings["worker_class"], o.max_queue_age)
         if o.extender_bind is not None:  # which listener each connection came in on, for TLS and routing

@@ -26,14 +26,12 @@ import struct
 import time
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
-
+from webhook.server.gunicorn import compat
 from webhook.server.gunicorn.closing import GracefulCloser
 
-try:  # gthread's "no request yet, back to the poller" result (gunicorn 27)
-    from gunicorn.workers.gthread import _DEFER
-except ImportError:  # pragma: no cover - older gthread defers nothing
-    _DEFER = object()
+ThreadWorker = compat.ThreadWorker
+
+_DEFER = compat.DEFER  # gthread's "no request yet, back to the poller" result
 
 _SLOT = struct.Struct("=qqd")  # pid, open connections, heartbeat (time.monotonic, system-wide)
 STALE = 3.0

@@ -1,10 +1,8 @@
 """Overload protection of the gthread workers: load shedding, and no thread held by an idle connection.
 
 1. A review that has waited longer than kube-apiserver waits is not judged (below).
-2. A new connection that has finished its TLS handshake but sent no request yet waits in the poller,
-   not in a thread (``_handshake_then_wait``): Go's HTTP client, kube-apiserver's, keeps connections
-   it dialed but did not need idle for up to 90 s, and gthread held a thread on each, so a handful of
-   them stopped the server.
+2. (A connection that has sent nothing, or only part of a request, waits in the poller, not in a
+   thread: :mod:`webhook.server.gunicorn.reading`.)
 
 kube-apiserver gives a webhook ``timeoutSeconds`` (3 s in the manifests) and then applies the
 failurePolicy. gunicorn's gthread worker queues requests in its thread pool without a bound in time:
@@ -30,7 +28,6 @@ server queues reviews for milliseconds, so the limit only ever acts under overlo
 
 from __future__ import annotations
 
-import select
 import socket
 import struct
 import threading
@@ -64,16 +61,6 @@ def kernel_wait(sock: Any) -> float | None:
     return _LAST_DATA_RECV.unpack_from(info, _LAST_DATA_RECV_OFFSET)[0] / 1000.0
 
 
-def _request_waiting(sock: Any, timeout: float = 0.05) -> bool:
-    """Bytes of a request are buffered (decrypted, or on the socket) or arrive within ``timeout``."""
-    try:
-        if sock.pending():
-            return True
-        return bool(select.select([sock], [], [], timeout)[0])
-    except (OSError, ValueError):
-        return True  # let gthread's own handling meet the problem
-
-
 def _stamp(app: Callable[..., Any]) -> Callable[..., Any]:
     def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         queued_at = getattr(_current, "queued_at", None)
@@ -94,10 +81,6 @@ def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
     up. (A request on an established connection is refused by the app with a 503 instead.)"""
     from gunicorn.util import load_class
 
-    try:  # gthread internals the deferral below builds on (gunicorn 27); without them it only stamps
-        from gunicorn.workers.gthread import _DEFER, DEFAULT_WORKER_DATA_TIMEOUT as _DATA_TIMEOUT
-    except ImportError:  # pragma: no cover
-        _DEFER, _DATA_TIMEOUT = None, 5.0
     base_class = load_class(base) if isinstance(base, str) else base
 
     class QueueAgeWorker(base_class):  # type: ignore[valid-type,misc]
@@ -119,33 +102,7 @@ def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
             if max_queue_age and not conn.initialized and waited > max_queue_age:
                 self._close_stale(conn, waited)
                 return False  # gthread forgets the connection (counted once: balance.finish_request)
-            if _DEFER is not None and not conn.initialized and not conn.data_ready:
-                deferred = self._handshake_then_wait(conn)
-                if deferred is not None:
-                    return deferred
             return super().handle(conn)
-
-        def _handshake_then_wait(self, conn: Any) -> Any:
-            """The TLS handshake of a new connection, then back to the poller if no request follows.
-
-            gthread blocks a thread on a new connection until its first request arrives, after the
-            handshake. Go's HTTP client (kube-apiserver's) dials a connection when it has no idle one
-            and, if another becomes idle first, sends the request there and keeps the new one idle
-            for up to 90 s: with 8 threads a worker, 8 such connections stop it (measured: 24 answers
-            a second instead of 700 under a closed loop of 32 Go clients). A handshaken connection
-            without a request waits in the poller instead, as a keep-alive connection does."""
-            if not conn.wait_for_data(_DATA_TIMEOUT):
-                return _DEFER  # not even a ClientHello yet: gthread's own deferral
-            try:
-                conn.sock.setblocking(True)
-                conn.init()  # the handshake (gthread's handle() would do it next)
-            except OSError as exc:  # ssl.SSLError included: refused (TLS floor, mutual TLS) or gone
-                self.log.debug("TLS handshake failed: %r", exc)
-                return False
-            if _request_waiting(conn.sock):
-                return None  # the usual case: the request came with the handshake; handle it now
-            conn.data_ready = False
-            return _DEFER
 
         def _close_stale(self, conn: Any, waited: float) -> None:
             try:
