@@ -83,40 +83,52 @@ def test_the_real_worker_stamps_queued_requests(start_server: StartServer) -> No
     server = start_server("--workers", "1", "--threads", "1", "--max-queue-age", "0.05", wait=False)
     wait_ready(server)
     wait_workers(server, 1)
-    heavy = encode(live_review(vllm_pod("--tensor-parallel-size", "4", containers=60), uid="uid-heavy"))
+    bodies = iter([encode(live_review(vllm_pod("--tensor-parallel-size", "4", "--max-model-len", str(4096 + i),
+                                               containers=60), uid="uid-heavy"))
+                   for i in range(128)])  # each pod its own: the server's verdict memo would answer copies at once
 
-    def burst(n: int, established: bool) -> list[int]:
-        statuses: list[int] = []
+    def burst(established: int, fresh: int) -> tuple[list[int], list[int]]:
+        """``established`` keep-alive connections (handshaken, one cheap request each, before) and
+        ``fresh`` new ones post the heavy review together; the new ones dial 20 ms after the others
+        sent, so their handshakes queue behind reviews being judged (a thread that only advances a
+        handshake without waiting would otherwise get every handshake done before the reviews came)."""
+        statuses: dict[bool, list[int]] = {True: [], False: []}
         lock = threading.Lock()
-        ready = threading.Barrier(n, timeout=30)
-        conns = [server.connection(timeout=30) for _ in range(n)]
-        if established:  # handshake and one cheap request each, one after the other, before the burst
-            for conn in conns:
-                request_json(conn, "GET", "/healthz")
+        ready = threading.Barrier(established + fresh, timeout=30)
+        conns = [(server.connection(timeout=30), True) for _ in range(established)]
+        heavy = {id(c): next(bodies) for c, _ in conns}
+        for conn, _ in conns:
+            request_json(conn, "GET", "/healthz")
+        conns += [(server.connection(timeout=30), False) for _ in range(fresh)]
+        heavy.update((id(c), next(bodies)) for c, kept in conns if not kept)
 
-        def client(conn: http.client.HTTPSConnection) -> None:
+        def client(conn: http.client.HTTPSConnection, kept: bool) -> None:
             ready.wait()
+            if not kept:
+                time.sleep(0.02)
             try:
-                status, _doc, resp = request_json(conn, "POST", "/validate", heavy)
+                status, _doc, resp = request_json(conn, "POST", "/validate", heavy[id(conn)])
                 assert status != 503 or resp.getheader("Retry-After") is None
             except (OSError, http.client.HTTPException):
                 status = -1  # closed by the server before (or during) the TLS handshake
             finally:
                 conn.close()
             with lock:
-                statuses.append(status)
+                statuses[kept].append(status)
 
-        threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in conns]
+        threads = [threading.Thread(target=client, args=c, daemon=True) for c in conns]
         for th in threads:
             th.start()
         for th in threads:
             th.join(timeout=60)
-        return statuses
+        return statuses[True], statuses[False]
 
-    kept = burst(32, established=True)
+    kept, _ = burst(32, 0)
     assert 200 in kept and 503 in kept and set(kept) <= {200, 503}, kept
-    fresh = burst(24, established=False)
-    assert 200 in fresh and -1 in fresh and set(fresh) <= {200, 503, -1}, fresh
+    behind, fresh = burst(8, 24)
+    assert -1 in fresh and set(fresh) <= {200, 503, -1}, fresh
+    assert 200 in behind + fresh and set(behind) <= {200, 503}, behind
+    kept += behind
     stderr = server.stderr()
     decisions = [json.loads(line) for line in stderr.splitlines() if '"event":"decision"' in line]
     judged = [d for d in decisions if d["uid"] == "uid-heavy"]

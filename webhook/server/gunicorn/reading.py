@@ -151,7 +151,11 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
                 if leftover:
                     pending.chunks.append(leftover)
                     pending.size = len(leftover)
-            eof = self._read_available(conn, pending)
+            # never read past what decides the request: its declared end, or for a chunked body or an
+            # unfinished header block the point where it is handed over anyway (a fast client sending
+            # 64 MiB would otherwise be read whole into the worker's partial-request budget)
+            cap = pending.need if pending.need is not None else HEADER_LIMIT + max_body + 1
+            eof = self._read_available(conn, pending, cap)
             if pending.size == 0:
                 # idle: kept alive, or handshaken and silent (Go's transport may keep a connection it
                 # dialed unused for 90 s): no request has started, the poller's keep-alive timeout applies
@@ -195,9 +199,10 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
             conn.sock.setblocking(False)
             return True
 
-        def _read_available(self, conn: Any, pending: _Pending) -> bool:
-            """Read what has arrived; True when the client closed its side."""
-            while True:
+        def _read_available(self, conn: Any, pending: _Pending, cap: int) -> bool:
+            """Read what has arrived, up to about ``cap`` bytes of request; True when the client closed
+            its side."""
+            while pending.size < cap:
                 try:
                     chunk = conn.sock.recv(65536)
                 except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
@@ -215,6 +220,7 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
                 pending.chunks.append(chunk)
                 pending.size += len(chunk)
                 conn.gpu_admission_counted = getattr(conn, "gpu_admission_counted", 0) + len(chunk)
+            return False
 
         def _hand_over(self, conn: Any, pending: _Pending) -> str:
             buf = conn.parser.unreader.buf
