@@ -9,6 +9,7 @@ in RELIABILITY.md (``bench/reliability/overload.py``).
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import logging
 import threading
@@ -83,9 +84,9 @@ def test_the_real_worker_stamps_queued_requests(start_server: StartServer) -> No
     server = start_server("--workers", "1", "--threads", "1", "--max-queue-age", "0.05", wait=False)
     wait_ready(server)
     wait_workers(server, 1)
-    bodies = iter([encode(live_review(vllm_pod("--tensor-parallel-size", "4", "--max-model-len", str(4096 + i),
-                                               containers=60), uid="uid-heavy"))
-                   for i in range(128)])  # each pod its own: the server's verdict memo would answer copies at once
+    # each pod its own: the server's verdict memo would answer copies at once
+    bodies = (encode(live_review(vllm_pod("--tensor-parallel-size", "4", "--max-model-len", str(4096 + i),
+                                          containers=60), uid="uid-heavy")) for i in itertools.count())
 
     def burst(established: int, fresh: int) -> tuple[list[int], list[int]]:
         """``established`` keep-alive connections (handshaken, one cheap request each, before) and
@@ -95,19 +96,17 @@ def test_the_real_worker_stamps_queued_requests(start_server: StartServer) -> No
         statuses: dict[bool, list[int]] = {True: [], False: []}
         lock = threading.Lock()
         ready = threading.Barrier(established + fresh, timeout=30)
-        conns = [(server.connection(timeout=30), True) for _ in range(established)]
-        heavy = {id(c): next(bodies) for c, _ in conns}
-        for conn, _ in conns:
+        clients = [(server.connection(timeout=30), True, next(bodies)) for _ in range(established)]
+        for conn, _, _ in clients:
             request_json(conn, "GET", "/healthz")
-        conns += [(server.connection(timeout=30), False) for _ in range(fresh)]
-        heavy.update((id(c), next(bodies)) for c, kept in conns if not kept)
+        clients += [(server.connection(timeout=30), False, next(bodies)) for _ in range(fresh)]
 
-        def client(conn: http.client.HTTPSConnection, kept: bool) -> None:
+        def client(conn: http.client.HTTPSConnection, kept: bool, heavy: bytes) -> None:
             ready.wait()
             if not kept:
                 time.sleep(0.02)
             try:
-                status, _doc, resp = request_json(conn, "POST", "/validate", heavy[id(conn)])
+                status, _doc, resp = request_json(conn, "POST", "/validate", heavy)
                 assert status != 503 or resp.getheader("Retry-After") is None
             except (OSError, http.client.HTTPException):
                 status = -1  # closed by the server before (or during) the TLS handshake
@@ -116,7 +115,7 @@ def test_the_real_worker_stamps_queued_requests(start_server: StartServer) -> No
             with lock:
                 statuses[kept].append(status)
 
-        threads = [threading.Thread(target=client, args=c, daemon=True) for c in conns]
+        threads = [threading.Thread(target=client, args=c, daemon=True) for c in clients]
         for th in threads:
             th.start()
         for th in threads:
