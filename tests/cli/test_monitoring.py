@@ -25,6 +25,9 @@ from webhook.cli import certs
 from webhook.core.settings import default as default_settings
 from webhook.server.app import create_app
 from webhook.server.metrics import BUCKETS, Metrics
+from webhook.server.probes import LISTENER, PROBE
+
+PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = "components/monitoring"
@@ -320,7 +323,7 @@ def exported_metrics() -> dict[str, set[str]]:
     """Series names the server's /metrics can carry, with each one's label names."""
     metrics = Metrics()
     labels = {c._name: set(c._labelnames) for c in vars(metrics).values() if hasattr(c, "_labelnames")}  # noqa: SLF001
-    text = create_app(default_settings(), metrics=metrics).test_client().get("/metrics").get_data(as_text=True)
+    text = create_app(default_settings(), metrics=metrics).test_client().get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     names: dict[str, set[str]] = {}
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
         base = name.removesuffix("_total") if kind == "counter" else name
