@@ -145,8 +145,9 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve", help="run the admission server (gunicorn, TLS)",
-        description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1), "
-                    "GET /healthz, /readyz and /metrics, over TLS 1.2+ with threaded gunicorn workers; "
+        description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1) over TLS "
+                    "1.2+ with threaded gunicorn workers; GET /healthz, /readyz and /metrics on the plain-HTTP "
+                    "probe port (--probe-bind, 8081), answered by a thread of their own; "
                     "with --extender-bind, the kube-scheduler extender on a port of its own, authenticated. "
                     "Certificate and policy files are reloaded when they change, without a restart.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
