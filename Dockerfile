@@ -56,8 +56,8 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
                --shell /usr/sbin/nologin gpu-admission
 # Numeric, so Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 65532:65532
-EXPOSE 8443
-# checkov:skip=CKV_DOCKER_2: Kubernetes ignores HEALTHCHECK; the Deployment's liveness (/healthz) and readiness (/readyz) probes over HTTPS do that job
+EXPOSE 8443 8081
+# checkov:skip=CKV_DOCKER_2: Kubernetes ignores HEALTHCHECK; the Deployment's liveness (/healthz) and readiness (/readyz) probes on the probe port (8081, HTTP) do that job
 # The same command as the Deployment (manifests/base/deployment.yaml; a test keeps them equal).
 ENTRYPOINT ["gpu-admission"]
-CMD ["serve", "--config", "/etc/gpu-admission/policy.yaml", "--cert", "/etc/gpu-admission/tls/tls.crt", "--key", "/etc/gpu-admission/tls/tls.key", "--bind", "0.0.0.0:8443", "--workers", "2", "--threads", "8"]
+CMD ["serve", "--config", "/etc/gpu-admission/policy.yaml", "--cert", "/etc/gpu-admission/tls/tls.crt", "--key", "/etc/gpu-admission/tls/tls.key", "--bind", "0.0.0.0:8443", "--probe-bind", "0.0.0.0:8081", "--workers", "2", "--threads", "8"]

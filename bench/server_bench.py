@@ -84,6 +84,8 @@ def start(name: str, certs_dir: Path, work: Path, *, workers: int = 2, source: P
         exe = Path(sys.executable).with_name("gpu-admission")
         argv = [str(exe)] if exe.exists() and source is None else [sys.executable, "-m", "webhook"]
         argv += ["serve", "--cert", str(cert), "--key", str(key), "--bind", bind]
+        if "--probe-bind" in ((source or ROOT) / "webhook/cli/main.py").read_text():  # older trees have none
+            argv += ["--probe-bind", f"127.0.0.1:{common.free_port()}"]
         if workers != 2:
             argv += ["--workers", str(workers)]
     else:

@@ -131,6 +131,8 @@ class Server:
     certs: Path
     stderr_path: Path
     workdir: Path
+    probe_port: int | None = None
+    """The plain-HTTP probe port (/healthz, /readyz, /metrics); None for a tree without one."""
 
     @property
     def ca(self) -> Path:
@@ -187,9 +189,13 @@ def start_server(workdir: Path, *extra: str, workers: int = 2, threads: int = 8,
             "--threads", str(threads), "--inventory", "off", "--log-level", log_level]
     if config is not None:
         argv += ["--config", str(config)]
+    probe_port = None
+    if "--probe-bind" in ((source or ROOT) / "webhook/cli/main.py").read_text():  # older trees have none
+        probe_port = free_port()
+        argv += ["--probe-bind", f"127.0.0.1:{probe_port}"]
     proc = subprocess.Popen([*argv, *extra], cwd=source or ROOT, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=stderr_path.open("wb"), start_new_session=True)
-    server = Server(proc, port, certs_dir, stderr_path, workdir)
+    server = Server(proc, port, certs_dir, stderr_path, workdir, probe_port)
     wait_ready(server, workers)
     return server
 

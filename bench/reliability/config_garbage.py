@@ -59,7 +59,12 @@ def replace(path: Path, data: bytes) -> None:
 
 
 def get(server: common.Server, path: str) -> tuple[int, str]:
-    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=common.client_context(server.ca), timeout=5)
+    """GET ``path``: on the probe port when the server has one (/metrics is only served there)."""
+    if server.probe_port is not None:
+        conn: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", server.probe_port, timeout=5)
+    else:
+        conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=common.client_context(server.ca),
+                                           timeout=5)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()

@@ -33,6 +33,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -326,8 +327,8 @@ def test_the_extender_values_reach_the_deployment(helm: Path, variant: str, args
     service = next(d for d in docs if d["kind"] == "Service")["spec"]["ports"]
     ingress = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]["ingress"][0]["ports"]
     enabled = bool(args)
-    assert [p["containerPort"] for p in container["ports"]] == [8443] + [8444] * enabled
-    assert [p["port"] for p in service] == [443] + [8444] * enabled
+    assert [p["containerPort"] for p in container["ports"]] == [8443, 8081] + [8444] * enabled
+    assert [p["port"] for p in service] == [443, 8081] + [8444] * enabled
     assert [p["port"] for p in ingress] == [8443] + [8444] * enabled
 
 
@@ -340,8 +341,8 @@ SPREAD = yaml.safe_load((CHART / "values.yaml").read_text())["affinity"]
 POD = r"Deployment gpu-admission\.spec\.template\.spec"
 ARCH = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}
-SERVE_FLAGS = 13
-"""The chart's own `gpu-admission serve` arguments (serve, then --config ... --threads 8: six flags and values)."""
+SERVE_FLAGS = 15
+"""The chart's own `gpu-admission serve` arguments (serve, then --config ... --threads 8: seven flags and values)."""
 
 
 @pytest.mark.parametrize("base, args, where, rendered, expected", [
@@ -394,6 +395,32 @@ def test_the_defaults_of_the_knobs_render_nothing_new(helm: Path) -> None:
     assert not {"tolerations", "nodeSelector", "imagePullSecrets"} & set(pod)
     assert len(pod["containers"][0]["args"]) == SERVE_FLAGS and pod["affinity"] == SPREAD
     assert {w["timeoutSeconds"] for w in webhook_entries(docs)} == {3}
+
+
+def test_the_service_monitor_is_the_monitoring_components(helm: Path) -> None:
+    """metrics.serviceMonitor.enabled renders manifests/components/monitoring's ServiceMonitor (with
+    Helm's labels and any extra ones, e.g. kube-prometheus-stack's release label); off by default."""
+    assert not [d for d in template(helm) if d["kind"] == "ServiceMonitor"]
+    (chart,) = [d for d in template(helm, "--set", "metrics.serviceMonitor.enabled=true",
+                                    "--set", "metrics.serviceMonitor.labels.release=kube-prometheus-stack")
+                if d["kind"] == "ServiceMonitor"]
+    component = yaml.safe_load((ROOT / "manifests/components/monitoring/servicemonitor.yaml").read_text())
+    assert chart["spec"] == component["spec"]
+    assert component["metadata"]["labels"].items() <= chart["metadata"]["labels"].items()
+    assert chart["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+@pytest.mark.parametrize("namespaces, rule", [
+    pytest.param([], None, id="none-only-the-kubelet"),
+    pytest.param(["--set", "metrics.monitoringNamespaces={observability,prometheus}"],
+                 [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}},
+                  {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prometheus"}}}], id="two"),
+])
+def test_the_monitoring_namespaces_reach_the_probe_port(helm: Path, namespaces: list[str], rule: Any) -> None:
+    args = namespaces or ["--set-json", "metrics.monitoringNamespaces=[]"]
+    ingress = next(d for d in template(helm, *args) if d["kind"] == "NetworkPolicy")["spec"]["ingress"]
+    probe_rules = [r for r in ingress if {"protocol": "TCP", "port": 8081} in r["ports"]]
+    assert probe_rules == ([] if rule is None else [{"from": rule, "ports": [{"protocol": "TCP", "port": 8081}]}])
 
 
 @pytest.mark.parametrize("replicas, pdb", [(1, False), (2, True), (3, True)])

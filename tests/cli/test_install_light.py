@@ -177,7 +177,8 @@ def test_server_install_makes_certificates_and_serves(server: Path, tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.Popen([gpu_admission, "serve", "--cert", str(tmp_path / "certs/tls.crt"),
                              "--key", str(tmp_path / "certs/tls.key"), "--bind", f"127.0.0.1:{port}",
-                             "--workers", "1", "--threads", "2", "--inventory", "off"],
+                             "--workers", "1", "--threads", "2", "--inventory", "off",
+                             "--probe-bind", f"127.0.0.1:{_free_port()}"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     context = ssl.create_default_context(cafile=str(tmp_path / "certs/ca.crt"))
     try:

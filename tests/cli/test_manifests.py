@@ -336,12 +336,13 @@ def test_deployment_runs_the_dockerfile_command_hardened(rendered, rel: str) -> 
     # the same command as the image
     assert container["command"] + container["args"] == dockerfile_command()
     args = build_parser().parse_args(container["args"])
-    assert (args.command, args.config, args.cert, args.key, args.bind) == (
+    assert (args.command, args.config, args.cert, args.key, args.bind, args.probe_bind) == (
         "serve", "/etc/gpu-admission/policy.yaml", "/etc/gpu-admission/tls/tls.crt",
-        "/etc/gpu-admission/tls/tls.key", "0.0.0.0:8443")
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 8443}
+        "/etc/gpu-admission/tls/tls.key", "0.0.0.0:8443", "0.0.0.0:8081")
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 8443, "probes": 8081}
+    # the kubelet probes the port with a thread of its own (webhook/server/probes.py), not the admission port
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        assert container[probe]["httpGet"] == {"scheme": "HTTPS", "path": path, "port": "https"}, probe
+        assert container[probe]["httpGet"] == {"scheme": "HTTP", "path": path, "port": "probes"}, probe
     res = container["resources"]
     assert set(res["requests"]) == set(res["limits"]) == {"cpu", "memory"}
     # read-only root: the only writable places are the emptyDir at /tmp (metrics) and /dev/shm
@@ -389,11 +390,17 @@ def test_pdb_service_and_network_policy_fit_the_pods(rendered) -> None:
     assert selects(pdb["selector"], labels) and pdb["minAvailable"] == 1
     svc = one(docs, "Service", SERVICE)["spec"]
     assert selects({"matchLabels": svc["selector"]}, labels)
-    assert svc["ports"] == [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": "https"}]
+    assert svc["ports"] == [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": "https"},
+                            {"name": "metrics", "protocol": "TCP", "port": 8081, "targetPort": "probes"}]
     netpol = one(docs, "NetworkPolicy")["spec"]
     assert selects(netpol["podSelector"], labels)
     assert sorted(netpol["policyTypes"]) == ["Egress", "Ingress"]
-    assert netpol["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]}]
+    # admission from anywhere (kube-apiserver's address is not selectable); the probe port (/metrics) from
+    # the monitoring namespace only (the kubelet's probes come from the node, which is always allowed)
+    assert netpol["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8443}]},
+        {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+         "ports": [{"protocol": "TCP", "port": 8081}]}]
     assert netpol["egress"] == [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
 
 
@@ -412,7 +419,8 @@ def test_the_extender_component_opens_its_own_port_with_mutual_tls(manifest_tree
     assert (args.extender_bind, args.extender_client_ca, args.extender_token_file) == (
         "0.0.0.0:8444", "/etc/gpu-admission/extender/client-ca.crt", None)
     assert args.bind == "0.0.0.0:8443"
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 8443, "extender": 8444}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 8443, "probes": 8081,
+                                                                          "extender": 8444}
     config = next(v for v in pod["volumes"] if v["name"] == "config")
     assert config["projected"]["sources"][-1] == {"configMap": {
         "name": "gpu-admission-extender-client-ca", "items": [{"key": "ca.crt", "path": "extender/client-ca.crt"}]}}
@@ -420,8 +428,8 @@ def test_the_extender_component_opens_its_own_port_with_mutual_tls(manifest_tree
     assert f"{mount}/extender/client-ca.crt" == args.extender_client_ca
     assert one(docs, "Service")["spec"]["ports"][-1] == {"name": "extender", "protocol": "TCP", "port": 8444,
                                                          "targetPort": "extender"}
-    assert one(docs, "NetworkPolicy")["spec"]["ingress"] == [
-        {"ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8444}]}]
+    assert one(docs, "NetworkPolicy")["spec"]["ingress"][0] == {
+        "ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8444}]}
     # the shipped scheduler configuration calls that port of that Service
     scheduler = yaml.safe_load((MANIFESTS / "scheduler/kube-scheduler-config.yaml").read_text())
     assert scheduler["extenders"][0]["urlPrefix"].startswith(f"https://{SERVICE}.{NAMESPACE}.svc:8444/")
@@ -506,7 +514,7 @@ def test_dockerfile_final_stage_is_slim_non_root_and_exposes_8443() -> None:
     assert re.fullmatch(r"python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", stages[0]), stages
     final = text.rsplit("\nFROM ", 1)[1]
     assert re.search(r"^USER \d+:\d+$", final, re.M)
-    assert re.search(r"^EXPOSE 8443$", final, re.M)
+    assert re.search(r"^EXPOSE 8443 8081$", final, re.M)  # admission (TLS), probes and metrics (HTTP)
     assert "--no-cache-dir" in final and "--no-index" in final
     assert not re.search(r"apt-get|gcc|build-essential", final)
     for label in ("title", "description", "version", "source", "licenses"):

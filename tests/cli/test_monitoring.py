@@ -22,9 +22,13 @@ import pytest
 import yaml
 
 from webhook.cli import certs
+from webhook.cli.main import build_parser
 from webhook.core.settings import default as default_settings
 from webhook.server.app import create_app
 from webhook.server.metrics import BUCKETS, Metrics
+from webhook.server.probes import LISTENER, PROBE
+
+PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = "components/monitoring"
@@ -320,7 +324,7 @@ def exported_metrics() -> dict[str, set[str]]:
     """Series names the server's /metrics can carry, with each one's label names."""
     metrics = Metrics()
     labels = {c._name: set(c._labelnames) for c in vars(metrics).values() if hasattr(c, "_labelnames")}  # noqa: SLF001
-    text = create_app(default_settings(), metrics=metrics).test_client().get("/metrics").get_data(as_text=True)
+    text = create_app(default_settings(), metrics=metrics).test_client().get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     names: dict[str, set[str]] = {}
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
         base = name.removesuffix("_total") if kind == "counter" else name
@@ -446,27 +450,25 @@ def test_the_service_monitor_selects_the_webhook_service_port(monitoring) -> Non
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     assert port["targetPort"] in [p["name"] for p in container["ports"]]
     assert endpoint["path"] == "/metrics"
-    # the server serves /metrics on that port, over TLS only (the probes say HTTPS too)
-    assert endpoint["scheme"] == "https" and container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
-    assert any(a.startswith("0.0.0.0:") for a in container["args"]) and "--cert" in container["args"]
+    # that port is the one `serve --probe-bind` listens on: plain HTTP, where the kubelet probes too
+    args = build_parser().parse_args(container["args"])
+    (probes,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    assert args.probe_bind == f"0.0.0.0:{probes['containerPort']}"
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
+    assert container["readinessProbe"]["httpGet"] == {"scheme": "HTTP", "path": "/readyz", "port": probes["name"]}
 
 
-def test_the_service_monitor_verifies_tls(monitoring, manifest_tree) -> None:
-    tls = monitoring["ServiceMonitor"]["spec"]["endpoints"][0]["tlsConfig"]
-    assert tls["insecureSkipVerify"] is False
-    assert tls["ca"] == {"secret": {"name": "gpu-admission-tls", "key": "ca.crt"}}
-    # the name the serving certificate carries, whichever way it was made
-    assert tls["serverName"] in certs.dns_names(JOB, NAMESPACE)
-    cert_manager = manifest_tree.render("overlays/cert-manager")
-    (serving,) = [d for d in cert_manager
-                  if d["kind"] == "Certificate" and d["spec"]["secretName"] == "gpu-admission-tls"]
-    assert tls["serverName"] in serving["spec"]["dnsNames"]
-    (issuer,) = [d for d in cert_manager
-                 if d["kind"] == "Issuer" and d["metadata"]["name"] == serving["spec"]["issuerRef"]["name"]]
-    assert issuer["spec"].get("ca"), "a CA Issuer is what writes ca.crt into the Secret"
-    generated = manifest_tree.render("overlays/generated-certs")
-    secret = next(d for d in generated if d["kind"] == "Secret" and d["metadata"]["name"] == "gpu-admission-tls")
-    assert "ca.crt" in secret["data"]
+def test_the_network_policy_lets_the_monitoring_namespace_scrape(monitoring) -> None:
+    """Only the probe port is open to the monitoring namespace, and only to it (the admission port is
+    open to all, and no longer serves /metrics: tests/server/test_probes.py)."""
+    docs = monitoring["docs"]
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    probes = next(p["containerPort"] for p in container["ports"] if p["name"] == "probes")
+    ingress = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]["ingress"]
+    rules = [r for r in ingress if any(p["port"] == probes for p in r["ports"])]
+    assert rules == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+                      "ports": [{"protocol": "TCP", "port": probes}]}]
 
 
 def test_server_labels_do_not_collide_with_target_labels(monitoring) -> None:

@@ -104,7 +104,7 @@ from the repository root):
   kubectl -n demo-audit apply -f tests/e2e/demo/llama-70b-on-l40s.yaml   # admitted, with Warning: lines
   kubectl apply -f examples/vllm-llama-70b-tp4.yaml                # a Deployment, judged at apply time
   kubectl get pods -A -o wide
-  curl -s --cacert {certs / 'ca.crt'} https://127.0.0.1:{hook.port}/metrics | grep ^gpu_admission_requests_total
+  curl -s http://127.0.0.1:{hook.probe_port}/metrics | grep ^gpu_admission_requests_total   # the probe port
   kubectl -n ai-serving get deploy,rs,pods -o wide                 # its pods: made by the controllers, mutated, Running
   kubectl apply -f examples/jobset-torchrun.yaml                   # 4 GPU pods made by the JobSet and Job controllers,
   kubectl -n training get pods -o wide -L nvidia.com/gpu.product   #   all on one GPU product (label gpu-admission.io/gpu-group)

@@ -410,6 +410,18 @@ class Webhook:
     ca: Path
     log: Path | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
+    probe_port: int | None = None
+
+    def probe(self, path: str) -> tuple[int, str]:
+        """GET ``path`` on the plain-HTTP probe port, as the kubelet's probes and Prometheus do."""
+        assert self.probe_port is not None, "this webhook was started without a probe port"
+        conn = http.client.HTTPConnection("127.0.0.1", self.probe_port, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
 
     def get(self, path: str) -> tuple[int, str]:
         ctx = ssl.create_default_context(cafile=str(self.ca))
@@ -423,7 +435,7 @@ class Webhook:
 
     def requests_total(self) -> float:
         """Sum of the server's own gpu_admission_requests_total over all its labels."""
-        _, text = self.get("/metrics")
+        _, text = self.probe("/metrics")
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith("gpu_admission_requests_total{"))
 
@@ -450,7 +462,7 @@ class Webhook:
 
 def _ready(hook: Webhook) -> bool:
     try:
-        return hook.get("/readyz")[0] == 200
+        return (hook.probe("/readyz") if hook.probe_port else hook.get("/readyz"))[0] == 200
     except OSError:
         return False
 
@@ -484,10 +496,12 @@ def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: i
     policy = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"]
     (workdir / "policy.yaml").write_text(policy)
     port = port or free_port()
+    probe_port = free_port()
     paths = {"/etc/gpu-admission/policy.yaml": str(workdir / "policy.yaml"),
              "/etc/gpu-admission/tls/tls.crt": str(certs_dir / "tls.crt"),
              "/etc/gpu-admission/tls/tls.key": str(certs_dir / "tls.key"),
-             "0.0.0.0:8443": f"127.0.0.1:{port}", **(more_paths or {})}
+             "0.0.0.0:8443": f"127.0.0.1:{port}", "0.0.0.0:8081": f"127.0.0.1:{probe_port}",
+             **(more_paths or {})}
     argv = [str(Path(sys.executable).parent / container["command"][0]),
             *container["command"][1:], *(paths.get(a, a) for a in container["args"])]
     if any(a in argv for a in paths) or any(a.startswith(("/etc/", "0.0.0.0:")) for a in argv):
@@ -497,7 +511,8 @@ def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: i
     env["TMPDIR"] = str(workdir)
     log = workdir / "server.log"
     server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    hook = Webhook(port, certs_dir / "ca.crt", log, server)
+    hook = Webhook(port, certs_dir / "ca.crt", log, server,
+                   probe_port if f"127.0.0.1:{probe_port}" in argv else None)
     try:
         _wait("gpu-admission serve", lambda: _ready(hook), hook.processes, timeout, log, interval=0.2)
         yield hook

@@ -35,6 +35,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -107,14 +108,14 @@ def served_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(container: str, served_certs: Path) -> Iterator[tuple[int, Path]]:
+def served(container: str, served_certs: Path) -> Iterator[tuple[int, Path, int]]:
     certs = served_certs
-    port = free_port()
+    port, probe = free_port(), free_port()
     proc = subprocess.Popen(
         ["buildah", "run", "--isolation", "chroot", "--user", f"{UID}:{UID}", "-v", f"{certs}:/etc/gpu-admission/tls:ro",
          container, "--", "gpu-admission", "serve", "--cert", "/etc/gpu-admission/tls/tls.crt",
          "--key", "/etc/gpu-admission/tls/tls.key", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-         "--threads", "2", "--inventory", "off"],
+         "--threads", "2", "--inventory", "off", "--probe-bind", f"127.0.0.1:{probe}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -129,7 +130,7 @@ def served(container: str, served_certs: Path) -> Iterator[tuple[int, Path]]:
                 time.sleep(0.3)
         else:
             raise AssertionError("the image's server was not ready within 60 s")
-        yield port, certs
+        yield port, certs, probe
     finally:
         for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
             try:
@@ -167,17 +168,18 @@ def podman(conf: Path, *args: str, timeout: float = 120) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def read_only_served(image: str, served_certs: Path,
-                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path, Path, str]]:
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path, Path, str, int]]:
     """The image under ``podman run --read-only`` as UID 65532, serving on a free loopback port."""
     if shutil.which("podman") is None:
         pytest.fail("podman is not installed: tests/image/build-image.sh installs it from Debian's packages")
     conf = podman_conf(tmp_path_factory.mktemp("podman"))
-    port = free_port()
+    port, probe = free_port(), free_port()
     name = f"gpu-admission-ro-{port}"
     started = podman(conf, "run", "--detach", "--rm", "--name", name, "--read-only", "--user", f"{UID}:{UID}",
                      "--network", "host", "-v", f"{served_certs}:/etc/gpu-admission/tls:ro", image,
                      "serve", "--cert", "/etc/gpu-admission/tls/tls.crt", "--key", "/etc/gpu-admission/tls/tls.key",
-                     "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--inventory", "off")
+                     "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--inventory", "off",
+                     "--probe-bind", f"127.0.0.1:{probe}")
     assert started.returncode == 0, started.stderr[-3000:]
     try:
         deadline = time.monotonic() + 60
@@ -191,15 +193,15 @@ def read_only_served(image: str, served_certs: Path,
                     raise AssertionError(f"not ready within 60 s under podman --read-only: "
                                          f"{(logs.stdout + logs.stderr)[-2000:]}") from None
                 time.sleep(0.3)
-        yield port, served_certs, conf, name
+        yield port, served_certs, conf, name, probe
     finally:
         podman(conf, "stop", "--time", "10", name, timeout=60)
         podman(conf, "rm", "--force", "--ignore", name, timeout=60)
 
 
-def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Path, Path, str]) -> None:
-    port, certs, conf, name = read_only_served
-    assert_serves(port, certs)
+def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Path, Path, str, int]) -> None:
+    port, certs, conf, name, probe = read_only_served
+    assert_serves(port, certs, probe)
     # the root filesystem is read-only for the server's user; /tmp is the writable tmpfs
     write = podman(conf, "exec", name, "sh", "-c", "touch /usr/local/probe 2>&1; echo rc=$?; "
                                                    "touch /tmp/probe && echo tmp-ok; id -u")
@@ -207,16 +209,22 @@ def test_the_image_serves_with_a_read_only_root(read_only_served: tuple[int, Pat
     assert write.stdout.strip().splitlines()[-1] == str(UID)
 
 
-def assert_serves(port: int, certs: Path) -> None:
-    """The served image is ready, denies a 70B TP4 pod pinned to L40S on /validate, and has metrics."""
+def assert_serves(port: int, certs: Path, probe: int) -> None:
+    """The served image is ready, denies a 70B TP4 pod pinned to L40S on /validate, and has metrics
+    on its probe port (plain HTTP), not on the admission port."""
     status, body = get(port, certs, "/readyz")
     assert status == 200 and json.loads(body)["status"] == "ok"
     review = (ROOT / "examples" / "reviews" / "validate-llama-70b-tp2-on-l40s.json").read_bytes()
     status, body = get(port, certs, "/validate", review)
     answer = json.loads(body)["response"]
     assert status == 200 and answer["allowed"] is False and "model-does-not-fit" in answer["status"]["message"]
-    status, body = get(port, certs, "/metrics")
-    assert status == 200 and b"gpu_admission_requests_total" in body
+    with urllib.request.urlopen(f"http://127.0.0.1:{probe}/metrics", timeout=10) as resp:
+        assert resp.status == 200 and b"gpu_admission_requests_total" in resp.read()
+    with urllib.request.urlopen(f"http://127.0.0.1:{probe}/readyz", timeout=10) as resp:
+        assert resp.status == 200 and json.loads(resp.read())["status"] == "ok"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        get(port, certs, "/metrics")
+    assert refused.value.code == 404
 
 
 def get(port: int, certs: Path, path: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -227,9 +235,9 @@ def get(port: int, certs: Path, path: str, body: bytes | None = None) -> tuple[i
         return resp.status, resp.read()
 
 
-def test_the_image_serves_as_its_non_root_user(served: tuple[int, Path], container: str) -> None:
-    port, certs = served
-    assert_serves(port, certs)
+def test_the_image_serves_as_its_non_root_user(served: tuple[int, Path, int], container: str) -> None:
+    port, certs, probe = served
+    assert_serves(port, certs, probe)
     assert run_in(container, "id", "-u", user=f"{UID}:{UID}").stdout.strip() == str(UID)
 
 

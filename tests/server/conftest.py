@@ -37,16 +37,17 @@ def start_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, pki: 
         stderr_path = tmp_path / f"server-{len(started)}.stderr"
         err = open(stderr_path, "wb")  # a file, not a pipe: a full pipe would block the server
         handles.append(err)
-        port = free_port()
+        port, probe_port = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
         env.update(XDG_RUNTIME_DIR=str(run_dir), TMPDIR=str(run_dir), PYTHONUNBUFFERED="1")
         argv = [sys.executable, "-m", "webhook", "serve", "--cert", str(pki.cert_file), "--key", str(pki.key_file),
-                "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4"]
+                "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+                "--probe-bind", f"127.0.0.1:{probe_port}"]
         if config is not None:
             argv += ["--config", str(config)]
         proc = subprocess.Popen([*argv, *extra], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        server = Server(proc, port, pki, run_dir, stderr_path)
+        server = Server(proc, port, pki, run_dir, stderr_path, probe_port)
         started.append(server)
         if wait:
             wait_ready(server)

@@ -136,6 +136,7 @@ class Server:
     pki: Pki
     run_dir: Path
     stderr_path: Path
+    probe_port: int | None = None
     client_ctx: ssl.SSLContext = field(init=False)
 
     def __post_init__(self) -> None:
@@ -161,6 +162,17 @@ class Server:
         except BaseException:
             raw.close()
             raise
+
+    def probe(self, path: str, timeout: float = IO_TIMEOUT) -> tuple[int, str, http.client.HTTPResponse]:
+        """GET ``path`` on the plain-HTTP probe port (``serve --probe-bind``): (status, body text, response)."""
+        assert self.probe_port is not None, "this server was started without a probe port"
+        conn = http.client.HTTPConnection("127.0.0.1", self.probe_port, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(), resp
+        finally:
+            conn.close()
 
     def worker_pids(self) -> list[int]:
         return [int(p) for p in re.findall(r"Booting worker with pid: (\d+)", self.stderr())]

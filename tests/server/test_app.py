@@ -20,6 +20,9 @@ from webhook.server import admission
 from webhook.server.app import create_app
 from webhook.server.live_settings import LiveSettings
 from webhook.server.review import WARNINGS_MAX_TOTAL
+from webhook.server.probes import LISTENER, PROBE
+
+PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
 
 KEY = "nvidia.com/gpu.product"
 SECRET = "hf_PlantedSecretValue123"
@@ -339,7 +342,7 @@ def test_health_and_metrics(client: FlaskClient) -> None:
     post(client, "/validate", review(TP4_L4, dry_run=True))
     post(client, "/mutate", review(TP4))
     client.post("/validate", data=b"", content_type="application/json")
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert 'gpu_admission_requests_total{allowed="false",dry_run="false",endpoint="validate",mode="enforce"} 1.0' in text
     assert 'gpu_admission_requests_total{allowed="false",dry_run="true",endpoint="validate",mode="enforce"} 1.0' in text
     assert 'gpu_admission_violations_total{code="model-does-not-fit"} 2.0' in text
@@ -368,7 +371,7 @@ def test_config_reload_good_and_bad(tmp_path: Path) -> None:
     ready = resp.get_json()
     assert resp.status_code == 200 and "invalid YAML" in ready["policy_reload_error"]
     assert ready["generation"] == audit  # still the audit policy
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert 'gpu_admission_config_reloads_total{result="success"} 1.0' in text
     assert 'gpu_admission_config_reloads_total{result="failure"} 1.0' in text
     assert "gpu_admission_config_valid 0.0" in text
@@ -376,7 +379,7 @@ def test_config_reload_good_and_bad(tmp_path: Path) -> None:
     time.sleep(0.01)
     cfg.write_text(header + "mode: enforce\n")
     assert post(client, "/validate", review(TP4_L4))[1]["response"]["allowed"] is False
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert "gpu_admission_config_valid 1.0" in text
     enforce = settings_mod.generation_of(cfg.read_text())
     assert f'gpu_admission_policy_info{{generation="{enforce}"}} 1.0' in text

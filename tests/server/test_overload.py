@@ -26,6 +26,9 @@ from webhook.core import settings as settings_mod
 from webhook.server.app import create_app
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.overload import QUEUED_AT
+from webhook.server.probes import LISTENER, PROBE
+
+PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
 
 TP4_L4 = vllm_pod("--tensor-parallel-size", "4", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L4"})
 
@@ -45,7 +48,7 @@ def test_a_review_that_waited_too_long_is_refused_with_503(path: str, caplog: py
     assert "overloaded" in resp.get_json()["error"] and "failurePolicy" in resp.get_json()["error"]
     assert not [r for r in caplog.records if getattr(r, "event", None) == "decision"], "a shed review was judged"
     assert [r for r in caplog.records if getattr(r, "event", None) == "shed"]
-    metrics = client.get("/metrics").get_data(as_text=True)
+    metrics = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert 'gpu_admission_errors_total{status="503"} 1.0' in metrics
 
 

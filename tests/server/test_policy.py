@@ -19,6 +19,9 @@ from webhook.server.app import create_app
 from webhook.server.live_settings import LastGood, LiveSettings, PolicyUnavailable
 
 from test_app import TP4_L4, post, review
+from webhook.server.probes import LISTENER, PROBE
+
+PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
 
 HEADER = "apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
 ENFORCE = HEADER + "mode: enforce\n"
@@ -73,7 +76,7 @@ def test_a_broken_file_keeps_the_last_good_policy(tmp_path: Path, broken: str, r
     body = resp.get_json()
     assert resp.status_code == 200 and reason in body["policy_reload_error"], body
     assert body["generation"] == settings_mod.generation_of(AUDIT)
-    assert "gpu_admission_config_valid 0.0" in client.get("/metrics").get_data(as_text=True)
+    assert "gpu_admission_config_valid 0.0" in client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
 
 
 # ----------------------------------------------------------------------------- the same policy in every worker
@@ -168,13 +171,13 @@ def test_no_policy_and_no_copy_is_unready_then_ready_once_the_file_loads(tmp_pat
     assert status == 503
     status, doc = post(client, "/validate/policy", review(configmap(AUDIT)))  # needs no policy to answer
     assert status == 200 and doc["response"]["allowed"] is True
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert "gpu_admission_config_valid 0.0" in text and 'gpu_admission_errors_total{status="503"} 2.0' in text
     assert "gpu_admission_policy_info{" not in text
     write(cfg, ENFORCE)
     assert client.get("/readyz").status_code == 200
     assert allowed(client) is False
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert f'gpu_admission_policy_info{{generation="{settings_mod.generation_of(ENFORCE)}"}} 1.0' in text
 
 
@@ -209,7 +212,7 @@ def test_the_policy_configmap_is_refused_with_the_reason(client: FlaskClient, br
     message = response["status"]["message"]
     assert "ConfigMap gpu-admission/gpu-admission-policy data.policy.yaml" in message and reason in message, message
     assert "gpu-admission policy check" in message
-    assert 'gpu_admission_violations_total{code="invalid-policy"} 1.0' in client.get("/metrics").get_data(as_text=True)
+    assert 'gpu_admission_violations_total{code="invalid-policy"} 1.0' in client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
 
 
 @pytest.mark.parametrize(("obj", "operation", "judged"), [

@@ -118,13 +118,7 @@ def test_metrics_count_every_request_across_both_workers(server: Server) -> None
 
     # whichever worker answers the scrape, it reports the whole server
     for _ in range(CONSECUTIVE):
-        conn = server.connection()
-        try:
-            conn.request("GET", "/metrics")
-            resp = conn.getresponse()
-            text = resp.read().decode()
-        finally:
-            conn.close()
+        _, text, resp = server.probe("/metrics")
         assert resp.status == 200 and resp.getheader("Content-Type", "").startswith("text/plain")
         validate = [(labels, value) for labels, value in metric_samples(text, "gpu_admission_requests_total")
                     if labels.get("endpoint") == "validate"]
@@ -262,12 +256,7 @@ def verdict(server: Server) -> tuple[bool, Any]:
 
 
 def metrics_text(server: Server) -> str:
-    conn = server.connection()
-    try:
-        conn.request("GET", "/metrics")
-        return conn.getresponse().read().decode()
-    finally:
-        conn.close()
+    return server.probe("/metrics")[1]
 
 
 def reloads(server: Server, result: str) -> float:
@@ -347,13 +336,7 @@ def test_metrics_survive_a_worker_restart(server: Server) -> None:
     os.kill(victim, signal.SIGABRT)  # what the master sends a worker that exceeded the timeout
     wait_workers(server, 1, exclude=before)
     for _ in range(CONSECUTIVE):
-        conn = server.connection()
-        try:
-            conn.request("GET", "/metrics")
-            resp = conn.getresponse()
-            text = resp.read().decode()
-        finally:
-            conn.close()
+        _, text, resp = server.probe("/metrics")
         assert resp.status == 200, text[:300]
         total = sum(v for labels, v in metric_samples(text, "gpu_admission_requests_total")
                     if labels.get("endpoint") == "validate")

@@ -145,8 +145,9 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve", help="run the admission server (gunicorn, TLS)",
-        description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1), "
-                    "GET /healthz, /readyz and /metrics, over TLS 1.2+ with threaded gunicorn workers; "
+        description="Run the admission webhook: POST /mutate and /validate (AdmissionReview v1) over TLS "
+                    "1.2+ with threaded gunicorn workers; GET /healthz, /readyz and /metrics on the plain-HTTP "
+                    "probe port (--probe-bind, 8081), answered by a thread of their own; "
                     "with --extender-bind, the kube-scheduler extender on a port of its own, authenticated. "
                     "Certificate and policy files are reloaded when they change, without a restart.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -171,6 +172,10 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
                        help="a request must arrive whole (TLS handshake, headers and body) within this many "
                             "seconds of its first byte, or its connection is closed; partial requests wait "
                             "in the poller, never in a thread, so slow clients cannot stall the server")
+    serve.add_argument("--probe-bind", metavar="HOST:PORT", default=None,
+                       help="plain-HTTP port of GET /healthz, /readyz and /metrics, answered by a thread of its "
+                            "own in every worker so probes and scrapes answer while admission is saturated "
+                            "(default: port 8081 on --bind's host; 'off': none). /metrics is served only here")
     serve.add_argument("--inventory", choices=("auto", "on", "off"), default="auto",
                        help="watch Nodes to offer only GPU products that exist and avoid mixed nodes: auto = "
                             "when in-cluster or kubeconfig credentials load and RBAC allows listing nodes")
@@ -264,18 +269,49 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"gpu-admission serve: --bind must be HOST:PORT, got {args.bind!r}", file=err)
         return EXIT_USAGE
     problem = _extender_problem(args, port)
+    probe_bind, probe_problem = _probe_bind(args, host, port)
+    problem = problem or probe_problem
     if problem:
         print(f"gpu-admission serve: {problem}", file=err)
         return EXIT_USAGE
-    return run(ServeOptions(
+    from webhook.server.probes import ProbeBindError
+
+    options = ServeOptions(
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
         config=Path(args.config) if args.config else None,
         client_ca=Path(args.client_ca) if args.client_ca else None, log_level=args.log_level,
         inventory=args.inventory, kubeconfig=args.kubeconfig, max_queue_age=args.max_queue_age,
-        read_deadline=args.read_deadline,
+        read_deadline=args.read_deadline, probe_bind=probe_bind,
         extender_bind=args.extender_bind,
         extender_client_ca=Path(args.extender_client_ca) if args.extender_client_ca else None,
-        extender_token_file=Path(args.extender_token_file) if args.extender_token_file else None))
+        extender_token_file=Path(args.extender_token_file) if args.extender_token_file else None)
+    try:
+        return run(options)
+    except ProbeBindError as exc:  # in use, or not an address of this host: before any worker started
+        print(f"gpu-admission serve: {exc}", file=err)
+        return EXIT_USAGE
+
+
+def _probe_bind(args: argparse.Namespace, admission_host: str, admission_port: str) -> tuple[str | None, str | None]:
+    """(the probe port's HOST:PORT or None for 'off', what is wrong with --probe-bind)."""
+    from webhook.server.probes import DEFAULT_PORT
+
+    value = args.probe_bind
+    if value is None:
+        value = f"{admission_host}:{DEFAULT_PORT}"
+    elif value.strip().lower() in ("off", "none", ""):
+        return None, None
+    host, sep, port = value.rpartition(":")
+    number = parse_count(port, cap=65535) if sep else None
+    if number is None or not host:
+        return None, f"--probe-bind must be HOST:PORT or 'off', got {value!r}"
+    taken = {parse_count(admission_port, cap=65535): "--bind"}
+    if args.extender_bind:
+        taken[parse_count(args.extender_bind.rpartition(":")[2], cap=65535)] = "--extender-bind"
+    if number != 0 and number in taken:
+        return None, (f"--probe-bind needs a port of its own, not {taken[number]}'s {number}"
+                      + ("" if args.probe_bind else f" (the default is {DEFAULT_PORT}: pass --probe-bind)"))
+    return value, None
 
 
 def _extender_problem(args: argparse.Namespace, admission_port: str) -> str | None:

@@ -1,4 +1,5 @@
-"""The HTTP front door: ``create_app(settings)`` with the admission routes, health and metrics.
+"""The HTTP front door: ``create_app(settings)`` with the admission routes, health and metrics
+(``/metrics`` answers only on the probe port, :mod:`webhook.server.probes`).
 
 Routes are thin: parse the review (``review``), hand it to ``admission``, log and count. Error
 mapping follows the contract: a bad *request* is HTTP 400 (or 413 when too big) with a JSON reason;
@@ -20,7 +21,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
 from webhook.core.settings import MODES, Settings, default as default_settings
-from webhook.server import admission, policy_review, review
+from webhook.server import admission, policy_review, probes, review
 from webhook.server.filewatch import stat_signature
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.overload import QUEUED_AT
@@ -264,6 +265,9 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
     @app.get("/metrics")
     def metrics_route() -> Response:
+        if request.environ.get(probes.LISTENER) != probes.PROBE:
+            # only on the probe port, which the NetworkPolicy opens to the monitoring namespace alone
+            return _json({"error": "/metrics is served on the probe port (serve --probe-bind, 8081)"}, 404)
         _problem, expiry = certs.read()
         if expiry is not None:
             m.cert_expiry.set(expiry)

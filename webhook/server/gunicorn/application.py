@@ -40,7 +40,7 @@ from typing import Any, Callable
 from gunicorn.app.base import BaseApplication
 
 from webhook.core.settings import Settings
-from webhook.server import logs
+from webhook.server import logs, probes
 from webhook.server.gunicorn import balance, listeners, overload, reading
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.tls import RotatingContext
@@ -80,6 +80,10 @@ class ServeOptions:
     read_deadline: float = reading.DEFAULT_READ_DEADLINE
     """Seconds from a request's first byte (a new connection's: its TLS ClientHello) until the request
     must be whole, headers and body; a connection past it is closed (``webhook.server.gunicorn.reading``)."""
+    probe_bind: str | None = None
+    """HOST:PORT of the plain-HTTP probe port (``/healthz``, ``/readyz``, ``/metrics``), served by a
+    thread of its own in every worker (``webhook.server.probes``); None: none (``serve`` defaults to
+    port 8081 on ``bind``'s host). ``/metrics`` is only served there."""
     extender_bind: str | None = None
     """HOST:PORT of the kube-scheduler extender's own listener (``/scheduler/filter``,
     ``/scheduler/prioritize``); None: no extender, and the admission port serves no ``/scheduler``."""
@@ -172,8 +176,19 @@ class AdmissionServer(BaseApplication):
             verify_mode=ssl.CERT_OPTIONAL) if options.extender_bind is not None else None
         # the workers' shared last good policy (a file, not a value inherited at fork: see the docstring)
         self.last_good = LastGood.for_config(options.config, options.state_dir) if options.config else None
+        # the probe port is bound here, once, and inherited by every worker (webhook.server.probes)
+        self.probe_socket = probes.listen(options.probe_bind) if options.probe_bind else None
         balance.install(options.workers)
         super().__init__()
+
+    def _starting(self, _arbiter: Any) -> None:
+        logs.configure(self.options.log_level)
+        if self.probe_socket is not None:
+            import logging
+
+            logging.getLogger("gpu_admission.server").info(
+                "probes and metrics at http://%s (/healthz, /readyz, /metrics)", probes.address(self.probe_socket),
+                extra={"event": "probes_listening"})
 
     def _before_fork(self, _arbiter: Any, _worker: Any) -> None:
         """Refresh the pairs the next worker inherits; keep the old ones when the files do not load."""
@@ -209,7 +224,7 @@ class AdmissionServer(BaseApplication):
             "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
             "child_exit": _child_exit,
             "post_worker_init": lambda _worker: logs.configure(o.log_level),
-            "on_starting": lambda _arbiter: logs.configure(o.log_level),
+            "on_starting": self._starting,
         }
         # requests read whole in the poller within a deadline: no thread ever waits for a client
         settings["worker_class"] = reading.reading_worker(
@@ -222,7 +237,10 @@ class AdmissionServer(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        return self.app_factory(self.options, self.last_good)
+        app = self.app_factory(self.options, self.last_good)
+        if self.probe_socket is not None:  # in the worker: its own probe thread, on the inherited socket
+            probes.ProbeServer(self.probe_socket, app).start()
+        return app
 
 
 def prepare_metrics_dir() -> Path:

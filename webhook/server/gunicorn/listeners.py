@@ -29,8 +29,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-LISTENER = "gpu_admission.listener"
-"""WSGI environ key: :data:`ADMISSION` or :data:`EXTENDER`, the listener the request came in on."""
+from webhook.server import probes
+
+LISTENER = probes.LISTENER
+"""WSGI environ key: :data:`ADMISSION` or :data:`EXTENDER` (or ``probes.PROBE``), the listener the
+request came in on."""
 CLIENT_CERTIFICATE = "gpu_admission.client_certificate"
 """WSGI environ key, on the extender listener: True when the client presented a certificate that the
 extender's client CA verified (the handshake refuses one that does not verify)."""
