@@ -274,7 +274,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         print(f"gpu-admission serve: {problem}", file=err)
         return EXIT_USAGE
-    from webhook.server.probes import ProbeBindError
+    from webhook.server import ProbeBindError
 
     options = ServeOptions(
         cert=Path(args.cert), key=Path(args.key), bind=args.bind, workers=args.workers, threads=args.threads,
@@ -294,7 +294,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _probe_bind(args: argparse.Namespace, admission_host: str, admission_port: str) -> tuple[str | None, str | None]:
     """(the probe port's HOST:PORT or None for 'off', what is wrong with --probe-bind)."""
-    from webhook.server.probes import DEFAULT_PORT
+    from webhook.server import DEFAULT_PROBE_PORT as DEFAULT_PORT
 
     value = args.probe_bind
     if value is None:

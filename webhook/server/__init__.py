@@ -15,7 +15,8 @@ anything from :mod:`webhook.cli`. tests/test_architecture.py holds both rules.
 The names below are the server's public surface, the only ones the command line may use
 (``gpu-admission serve`` hands off to :func:`run`; ``inventory`` reads Nodes with the same client;
 ``certs`` and ``serve`` check a key pair the way the server does; ``serve`` reads the extender's token
-file the way the server does). They are imported lazily, so
+file the way the server does; ``serve --probe-bind`` defaults to the probe port and reports its bind
+failure). They are imported lazily, so
 ``gpu-admission check`` never pays for Flask, gunicorn or the Kubernetes client.
 """
 
@@ -32,6 +33,8 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "keypair": ("webhook.server.keypair", None),
     "read_token": ("webhook.server.tokens", "read_token"),
     "TokenError": ("webhook.server.tokens", "TokenError"),
+    "ProbeBindError": ("webhook.server.probes", "ProbeBindError"),
+    "DEFAULT_PROBE_PORT": ("webhook.server.probes", "DEFAULT_PORT"),
 }
 
 DEFAULT_MAX_QUEUE_AGE = 1.0
