@@ -80,21 +80,31 @@ FUZZ_REVIEWS  ?= 300000
 FUZZ_EXAMPLES ?= 3000
 SOAK_MINUTES  ?= 10
 
-.PHONY: fuzz reliability overload-compare soak reliability-report
+.PHONY: fuzz reliability overload-compare slowloris-compare soak reliability-report
 
 fuzz: $(STAMP)  ## long fuzz run (FUZZ_REVIEWS=300000, a fresh seed), figures into RELIABILITY.md
 	mkdir -p bench/reliability/results
 	FUZZ_REVIEWS=$(FUZZ_REVIEWS) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$${FUZZ_SEED:-$$(date +%s)} \
-	  FUZZ_REPORT=bench/reliability/results/fuzz.json $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	  FUZZ_REPORT=bench/reliability/results/fuzz.json $(BIN)/python -m pytest -q -p no:cacheprovider tests/server/test_fuzz.py
+	$(BIN)/python -m bench.reliability.stamp bench/reliability/results/fuzz.json
 	$(BIN)/python -m bench.reliability.report
 
-reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken policy, e2e restart (~10 min; waits for other benchmarks)
+reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken policy, slowloris, e2e restart (~12 min; waits for other benchmarks)
 	$(BIN)/python -m bench.reliability.overload
 	$(BIN)/python -m bench.reliability.worker_kill
 	$(BIN)/python -m bench.reliability.rotation_load
 	$(BIN)/python -m bench.reliability.config_garbage
+	$(BIN)/python -m bench.reliability.slowloris
 	RELIABILITY_OUT=bench/reliability/results/e2e_restart.json \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/e2e/test_reliability_e2e.py
+	$(BIN)/python -m bench.reliability.stamp bench/reliability/results/e2e_restart.json
+	$(BIN)/python -m bench.reliability.report
+
+SLOWLORIS_BEFORE_REV ?= 003b03b
+slowloris-compare: $(STAMP)  ## the slowloris run against the tree before issue 25 (003b03b: threads read requests) (~2 min)
+	rm -rf /tmp/gpu-admission-slowloris-before && mkdir -p /tmp/gpu-admission-slowloris-before && git archive $(SLOWLORIS_BEFORE_REV) webhook | tar -x -C /tmp/gpu-admission-slowloris-before
+	$(BIN)/python -m bench.reliability.slowloris --label slowloris_before --source /tmp/gpu-admission-slowloris-before
+	rm -rf /tmp/gpu-admission-slowloris-before
 	$(BIN)/python -m bench.reliability.report
 
 BEFORE_REV ?= 2b4717c

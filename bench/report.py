@@ -354,6 +354,22 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
                 f"{a['p50_ms']:.2f} ms | {b['p50_ms']:.2f} ms | {_f(row['p50_ratio'])} | {a['p99_ms']:.2f} ms | "
                 f"{b['p99_ms']:.2f} ms | {_f(row['p99_ratio'])} | {a['errors']} / {b['errors']} |")
         add("")
+        if server.get("before"):
+            add(f"The tree before, `{server['before']['label']}`, served in the same rounds (A B C: this tree, "
+                "the floor, the tree before), each against the same floor:")
+            add("")
+            add("| traffic | connections | endpoint | throughput ratio now / before | p50 ratio now / before | "
+                "p99 ratio now / before | req/s now / before | errors before |")
+            add("|---|---|---|---|---|---|---|---|")
+            for row in server["summary"]:
+                if "before" not in row:
+                    continue
+                a, c = row["gpu-admission"], row["before"]
+                add(f"| {row.get('traffic', 'cold')} | {row['connections']} | /{row['endpoint']} | "
+                    f"{_f(row['rps_ratio'])} / {_f(row['before_rps_ratio'])} | {_f(row['p50_ratio'])} / "
+                    f"{_f(row['before_p50_ratio'])} | {_f(row['p99_ratio'])} / {_f(row['before_p99_ratio'])} | "
+                    f"{a['rps']:.0f} / {c['rps']:.0f} | {c['errors']} |")
+            add("")
         for c in server["connections"]:
             add(f"![server CDF, {c} connections]({png_dir}/server-cdf-c{c}.png)")
         add("")

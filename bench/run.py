@@ -1,6 +1,7 @@
 """``make bench``: every benchmark in one run, then targets, plots and BENCHMARKS.md.
 
-    python -m bench.run [--phases engine,server,check,e2e] [--baseline RESULTS.json] [--no-markdown]
+    python -m bench.run [--phases engine,server,check,e2e] [--baseline RESULTS.json] [--before-tree REV]
+                        [--no-markdown]
 
 Writes ``bench/results/<UTC stamp>/`` (results.json + PNG CDFs), copies it to ``bench/results/latest/``
 and regenerates ``BENCHMARKS.md``. ``BENCH_QUICK=1`` scales counts and durations down (smoke run).
@@ -11,14 +12,17 @@ and regenerates ``BENCHMARKS.md``. ``BENCH_QUICK=1`` scales counts and durations
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bench import common, report
 
@@ -30,6 +34,16 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
+@contextlib.contextmanager
+def before_tree(rev: str) -> Iterator[Path]:
+    """REV's ``webhook`` package in a temporary directory (``git archive``), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="gpu-admission-before-") as tmp:
+        archive = subprocess.run(["git", "-C", str(common.ROOT), "archive", rev, "webhook"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--phases", default=",".join(PHASES))
@@ -39,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with", dest="with_results", type=Path, default=None, metavar="RESULTS.json",
                         help="take the phases this run does not run from an earlier results.json (each phase "
                              "carries its floors and peers, measured side by side inside it; meta.merged says which)")
+    parser.add_argument("--before-tree", metavar="REV", default=None,
+                        help="also serve REV's webhook package (git archive) in the server phase, alternated "
+                             "with this tree's and the floor's in the same rounds: a serving-layer change "
+                             "against the tree before it, in one run")
     parser.add_argument("--render-only", action="store_true",
                         help="only rewrite BENCHMARKS.md from bench/results/latest (with bench/NOTES.md)")
     args = parser.parse_args(argv)
@@ -78,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"(ratio median {s['engine_ratio_median']:.1f}x, worst {s['engine_ratio_worst']:.1f}x)")
             elif phase == "server":
                 from bench import server_bench
-                results["server"] = server_bench.run(log=log)
+                if args.before_tree:
+                    with before_tree(args.before_tree) as tree:
+                        results["server"] = server_bench.run(log=log, before=(args.before_tree, tree))
+                else:
+                    results["server"] = server_bench.run(log=log)
             elif phase == "check":
                 from bench import check_bench
                 results["check"] = check_bench.run()

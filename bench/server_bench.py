@@ -37,6 +37,8 @@ REALISTIC_CONNECTIONS = (1, 8, 32)
 """Connections of the realistic cells (those of ``connections`` that are in here)."""
 ENDPOINTS = ("mutate", "validate")
 SERVERS = ("gpu-admission", "floor")
+BEFORE = "before"
+"""Name of the optional third server: another tree's gpu-admission (``run(before=...)``)."""
 TRAFFIC = ("cold", "realistic")
 CELLS = {"cold": ENDPOINTS, "realistic": ("mixed",)}
 """The endpoint (request file) of each kind of traffic: ``mixed`` is mutate/validate pairs in order."""
@@ -205,7 +207,11 @@ def wrk(server: Running, requests: Path, connections: int, seconds: float, out: 
 def run(work: Path | None = None, seconds: float | None = None, rounds: int | None = None,
         memory_requests: int | None = None, warmup_requests: int | None = None,
         connections: tuple[int, ...] = CONNECTIONS,
-        realistic_connections: tuple[int, ...] = REALISTIC_CONNECTIONS, log=print) -> dict[str, Any]:
+        realistic_connections: tuple[int, ...] = REALISTIC_CONNECTIONS, log=print,
+        before: tuple[str, Path] | None = None) -> dict[str, Any]:
+    """``before``: (label, directory holding another tree's ``webhook`` package), served as a third
+    server ``before`` in the same rounds (A B C A B C ...): a change of the serving layer compared
+    with the tree before it in one run, each against the same floor (``bench.run --before-tree``)."""
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed (make bench installs it with apt-get)")
     seconds = seconds or common.scaled(10, 2)
@@ -217,6 +223,7 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
     certs_dir = _certs(work)
     files = request_files(work, int(common.scaled(60, 20)))
     servers: dict[str, Running] = {}
+    names = SERVERS + ((BEFORE,) if before else ())
     result: dict[str, Any] = {"seconds_per_run": seconds, "rounds": rounds, "wrk_threads": 1,
                               "workers": 2, "threads": 8, "connections": list(connections),
                               "realistic_connections": [c for c in connections if c in realistic_connections],
@@ -224,6 +231,10 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
     try:
         for name in SERVERS:
             servers[name] = start(name, certs_dir, work)
+        if before:
+            servers[BEFORE] = start("gpu-admission", certs_dir, work / BEFORE, source=before[1])
+            servers[BEFORE].name = BEFORE
+            result["before"] = {"label": before[0]}
         log(f"  servers up: " + ", ".join(f"{s.name} :{s.port} workers {s.workers()}" for s in servers.values()))
         for s in servers.values():  # warm-up: imports, caches, TLS sessions, both workers
             wrk(s, files["mixed"], 8, common.scaled(4, 1), work / "warm.json")
@@ -250,7 +261,7 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
                 for endpoint in CELLS[traffic]:
                     requests = files["realistic" if traffic == "realistic" else endpoint]
                     for r in range(rounds):
-                        for name in SERVERS:  # A B A B ...
+                        for name in names:  # A B A B ... (A B C with a tree before)
                             m = wrk(servers[name], requests, conns, seconds, work / "run.json")
                             m.update(server=name, traffic=traffic, endpoint=endpoint, connections=conns, round=r)
                             result["runs"].append(m)
@@ -307,14 +318,15 @@ def traffic_mix(files: dict[str, Path]) -> dict[str, Any]:
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (traffic, connections, endpoint): medians across rounds of each server, and the
-    ratios gpu-admission / floor. Runs without ``traffic`` are cold (older results)."""
+    ratios gpu-admission / floor (and ``before`` / floor when a tree before was served in the same
+    run). Runs without ``traffic`` are cold (older results)."""
     rows = []
     order = {ep: n for n, ep in enumerate((*ENDPOINTS, "mixed"))}
     keys = sorted({(r.get("traffic", "cold"), r["connections"], r["endpoint"]) for r in runs},
                   key=lambda k: (k[1], TRAFFIC.index(k[0]) if k[0] in TRAFFIC else len(TRAFFIC), order.get(k[2], 99)))
     for traffic, conns, endpoint in keys:
         row: dict[str, Any] = {"traffic": traffic, "connections": conns, "endpoint": endpoint}
-        for name in SERVERS:
+        for name in SERVERS + ((BEFORE,) if any(r["server"] == BEFORE for r in runs) else ()):
             rs = [r for r in runs if r.get("traffic", "cold") == traffic and r["connections"] == conns
                   and r["endpoint"] == endpoint and r["server"] == name]
             pcts = sorted(rs[0]["percentiles_ms"], key=float) if rs else []
@@ -328,6 +340,11 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["p50_ratio"] = a["p50_ms"] / b["p50_ms"] if b["p50_ms"] else None
         row["p99_ratio"] = a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
         row["rps_ratio"] = a["rps"] / b["rps"] if b["rps"] else None
+        if BEFORE in row:
+            c = row[BEFORE]
+            row["before_p50_ratio"] = c["p50_ms"] / b["p50_ms"] if b["p50_ms"] else None
+            row["before_p99_ratio"] = c["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+            row["before_rps_ratio"] = c["rps"] / b["rps"] if b["rps"] else None
         rows.append(row)
     return rows
 

@@ -224,6 +224,30 @@ def wait_ready(server: Server, workers: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"server not ready:\n{server.stderr()[-3000:]}")
 
 
+def booted(server: Server) -> list[int]:
+    return [int(p) for p in re.findall(r"Booting worker with pid: (\d+)", server.stderr())]
+
+
+async def kill_worker_at(server: Server, at: float, log: list[dict[str, Any]], index: int = 0) -> None:
+    """SIGKILL (what the OOM killer sends) a worker at ``at`` (monotonic) and log when gunicorn's
+    replacement has booted."""
+    await asyncio.sleep(max(0.0, at - time.monotonic()))
+    workers = server.workers()
+    victim = sorted(workers)[index % len(workers)]
+    before = set(booted(server))
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    entry: dict[str, Any] = {"instance": server.port, "pid": victim, "t": killed}
+    log.append(entry)
+    while time.monotonic() - killed < 20:
+        fresh = set(booted(server)) - before
+        if fresh:
+            entry["replacement_pid"] = fresh.pop()
+            entry["replacement_booted_after_s"] = round(time.monotonic() - killed, 2)
+            break
+        await asyncio.sleep(0.05)
+
+
 def children(pid: int) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
@@ -647,10 +671,26 @@ def wait_quiet(max_wait: float = 1200.0, poll: float = 30.0) -> dict[str, Any]:
         time.sleep(poll)
 
 
+def provenance(tree: Path = ROOT) -> dict[str, Any]:
+    """The commit a figure is measured on, and whether the served code differed from it: a figure
+    without its commit cannot be compared with the next one (issue 25, point 9)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
+                                  timeout=10, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short=9", "HEAD")
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "webhook", "bench").splitlines()]
+    return {"commit": commit or "unknown", "commit_date": git("show", "-s", "--format=%cs", "HEAD") or None,
+            "uncommitted_changes": changed[:10]}
+
+
 def save(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     data = {"name": name, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": os.cpu_count(),
-            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], **data}
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], **provenance(), **data}
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(data, indent=2, default=str))
     return path

@@ -9,7 +9,9 @@ empty file, audit, a file cut after its opening comments, one without apiVersion
 three were valid policies, the embedded default's enforce, before issue 25), ... Expected verdict of each answer: the last *valid* policy written before the request,
 except within ``WINDOW`` s after a valid change (workers reload on their next request after the 1 s
 interval). Counted: answers that disagree with the last good policy outside those windows (target 0),
-failed calls (target 0), and /readyz and the config_valid gauge while a broken file is in place.
+failed calls (target 0), and /readyz (six times: both workers) and the config_valid gauge while a
+broken file is in place. While two of the broken files are in place a worker is killed (SIGKILL) and
+gunicorn boots a replacement, which must serve the same last good policy as its sibling.
 
 ``python -m bench.reliability.config_garbage [--seconds 60] [--rate 150]``.
 """
@@ -27,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.reliability import common
+
+RESTART_DURING = frozenset({"binary junk", "empty file"})
+"""Broken versions during which a worker is killed (SIGKILL) and gunicorn boots a replacement."""
 
 WINDOW = 2.5
 """Seconds after a valid policy change during which either verdict is right (1 s reload interval,
@@ -73,7 +78,8 @@ def get(server: common.Server, path: str) -> tuple[int, str]:
         conn.close()
 
 
-async def writer(policy: Path, server: common.Server, seconds: float, log: list[dict[str, Any]]) -> None:
+async def writer(policy: Path, server: common.Server, seconds: float, log: list[dict[str, Any]],
+                 restarts: list[dict[str, Any]], start: float) -> None:
     end = time.monotonic() + seconds
     i = 0
     while time.monotonic() + 3 < end:
@@ -84,9 +90,18 @@ async def writer(policy: Path, server: common.Server, seconds: float, log: list[
         entry: dict[str, Any] = {"t": time.monotonic(), "version": name, "mode": mode}
         log.append(entry)
         if mode is None:  # broken: after the reload interval /readyz must name the error
-            await asyncio.sleep(1.5)
-            status, body = await asyncio.to_thread(get, server, "/readyz")
-            entry["readyz_reports_error"] = status == 200 and "policy_reload_error" in body
+            await asyncio.sleep(1.0)
+            if name in RESTART_DURING:
+                # a worker dies while the file is broken: its replacement must serve the last good
+                # policy too (before issue 25 it served the start-up file's)
+                kills: list[dict[str, Any]] = []
+                await common.kill_worker_at(server, time.monotonic(), kills, index=len(restarts))
+                restarts.extend(dict(k, version=name, t=round(k["t"] - start, 2)) for k in kills)
+                entry["worker_restarted"] = bool(kills and kills[0].get("replacement_pid"))
+            else:
+                await asyncio.sleep(0.5)
+            answers = [await asyncio.to_thread(get, server, "/readyz") for _ in range(6)]  # both workers
+            entry["readyz_reports_error"] = all(s == 200 and "policy_reload_error" in b for s, b in answers)
             _, metrics = await asyncio.to_thread(get, server, "/metrics")
             entry["config_valid_gauge_0"] = "gpu_admission_config_valid 0.0" in metrics
 
@@ -101,7 +116,8 @@ async def run(seconds: float, rate: float, work: Path) -> dict[str, Any]:
         load = common.Load([server.port], server.ca, mix=mix)
         start = time.monotonic()
         log: list[dict[str, Any]] = [{"t": start - 10, "version": "enforce", "mode": "enforce"}]
-        writing = asyncio.create_task(writer(policy, server, seconds, log))
+        restarts: list[dict[str, Any]] = []
+        writing = asyncio.create_task(writer(policy, server, seconds, log, restarts, start))
         results = await load.open_loop(rate, seconds, start)
         await writing
         load.close()
@@ -126,6 +142,9 @@ async def run(seconds: float, rate: float, work: Path) -> dict[str, Any]:
         checked += 1
         if r.allowed not in ok:
             mismatched.append({"t": round(r.sent - start, 2), "allowed": r.allowed})
+    kill_times = [start + k["t"] for k in restarts]
+    failed = [r for r in results if r.outcome != "ok"]
+    failed_at_kill = [r for r in failed if any(r.sent <= k <= r.done + 0.05 for k in kill_times)]
     broken = [e for e in log if e["mode"] is None]
     for e in log:
         e["t"] = round(e["t"] - start, 2)
@@ -133,6 +152,10 @@ async def run(seconds: float, rate: float, work: Path) -> dict[str, Any]:
             "broken_versions_written": len(broken), "timeline": log,
             "answers_checked": checked, "answers_in_a_reload_window": windowed,
             "answers_against_the_last_good_policy": len(mismatched), "mismatch_samples": mismatched[:5],
+            "worker_restarts_while_broken": restarts,
+            "failed_calls": len(failed), "failed_calls_in_flight_at_a_kill": len(failed_at_kill),
+            "every_killed_worker_replaced": all(e.get("worker_restarted") for e in log
+                                                           if e["version"] in RESTART_DURING),
             "readyz_reported_every_broken_file": all(e.get("readyz_reports_error") for e in broken),
             "config_valid_0_for_every_broken_file": all(e.get("config_valid_gauge_0") for e in broken),
             "summary": common.summarize(results, seconds)}

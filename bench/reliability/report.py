@@ -30,19 +30,28 @@ def _outcomes(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
 
 
+def _commit(r: dict[str, Any]) -> str:
+    """The commit a figure was measured on (``common.provenance``); older results did not record it."""
+    if not r.get("commit"):
+        return "commit not recorded"
+    dirty = r.get("uncommitted_changes") or []
+    return (f"commit {r['commit']}" + (f" of {r['commit_date']}" if r.get("commit_date") else "")
+            + (f" with uncommitted changes to {', '.join(dirty[:3])}" if dirty else ""))
+
+
 def _when(r: dict[str, Any]) -> str:
     m = r.get("machine", {})
     load = m.get("loadavg")
     waited = f", waited {m['waited_s']} s for other benchmarks" if m.get("waited_s") else ""
     busy = f"; **others were still running: {m['still_busy']}**" if m.get("still_busy") else ""
-    return (f"_Run {r['finished']} on {r['nproc']} cores (load average at start "
+    return (f"_Run {r['finished']} at {_commit(r)}, on {r['nproc']} cores (load average at start "
             f"{' '.join(f'{x:.2f}' for x in load) if load else '?'}{waited}{busy})._")
 
 
 def fuzz(r: dict[str, Any]) -> str:
     m = r["mutation"]
     s = m["statuses"]
-    lines = [f"_Last run: seed {r['seed']}._", "",
+    lines = [f"_Last run: seed {r['seed']}, {r.get('finished', 'date not recorded')} at {_commit(r)}._", "",
              "| | count |", "|---|---|",
              f"| generated reviews | {r['total']:,} ({m['reviews']:,} mutation-fuzzed, "
              f"{r['hypothesis_examples']:,} hypothesis) |",
@@ -142,6 +151,12 @@ def config_garbage(r: dict[str, Any]) -> str:
                       f"| {r['file_versions_written']} in {r['seconds']:g} s | {r['broken_versions_written']} | "
                       f"{r['answers_checked']:,} | {r['answers_in_a_reload_window']:,} | "
                       f"**{r['answers_against_the_last_good_policy']}** | {s['requests']:,} | {_outcomes(s['outcomes'])} |",
+                      "", "Workers killed while a broken file was in place: " + ("; ".join(
+                          f"at {k['t']} s ({k['version']}), replacement booted after "
+                          f"{k.get('replacement_booted_after_s')} s" for k in r["worker_restarts_while_broken"])
+                          if r.get("worker_restarts_while_broken") else "none in this run")
+                      + (f"; failed calls {r['failed_calls']}, of which in flight at a kill "
+                         f"{r['failed_calls_in_flight_at_a_kill']}." if "failed_calls" in r else "."),
                       "", f"/readyz named the error for every broken file: {r['readyz_reported_every_broken_file']}; "
                       f"`gpu_admission_config_valid` was 0 for every broken file: "
                       f"{r['config_valid_0_for_every_broken_file']}. Timeline: {versions}."])
@@ -162,7 +177,8 @@ def soak(r: dict[str, Any]) -> str:
 
 
 def e2e_restart(r: dict[str, Any]) -> str:
-    lines = [f"Phases (s from the start): {', '.join(f'{k} {v}' for k, v in r['phases_s'].items())}; "
+    lines = [f"_Run {r.get('finished', '(date not recorded)')} at {_commit(r)}._", "",
+             f"Phases (s from the start): {', '.join(f'{k} {v}' for k, v in r['phases_s'].items())}; "
              f"{r['attempts']} pod creations.", "",
              "| pods | phase | outcomes |", "|---|---|---|"]
     for kind, phases in r["outcomes"].items():
@@ -170,6 +186,26 @@ def e2e_restart(r: dict[str, Any]) -> str:
             if phase in phases:
                 lines.append(f"| {kind} | {phase} | {_outcomes(phases[phase])} |")
     lines += ["", f"Enforcing GPU pods stored without the tier pin: **{r['stored_enforce_gpu_pods_without_pin']}**."]
+    return "\n".join(lines)
+
+
+def slowloris(r: dict[str, Any]) -> str:
+    u, a, after, atk = r["unloaded"], r["under_attack"], r["after_attack"], r["attack"]
+    served = r.get("server", {}).get("source", "this tree")
+    lines = [_when(r) + ("" if served == "this tree" else f" Served from `{Path(served).name}`."), "",
+             f"{r['connections']:,} connections (half one byte a second, half stalled after `PO`), "
+             f"{r['seconds_per_phase']:g} s per phase; {atk['open_when_measured']} open when the measured "
+             f"phase began, {atk['reopened_while_measured']:,} re-opened by the attacker during it "
+             f"(closed by the server's read deadline), {atk['handshakes_failed_while_measured']} handshakes "
+             "failed.", "",
+             "| phase | calls | answered | timed out (3 s) | failed | p50 ms | p99 ms | max ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, s in (("unloaded", u), ("under 1,000 slowloris" if r["connections"] == 1000 else "under attack", a),
+                    ("after the attack", after)):
+        lines.append(f"| {name} | {s['calls']:,} | {s['answered']:,} | {s['timed_out']} | {s['failed']} | "
+                     f"{_ms(s['p50_ms'])} | {_ms(s['p99_ms'])} | {_ms(s['max_ms'])} |")
+    lines += ["", f"p99 under the attack / unloaded: **x{r['p99_ratio']}**" if r.get("p99_ratio") is not None
+              else "p99 under the attack: no review was answered."]
     return "\n".join(lines)
 
 
@@ -203,7 +239,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
     "overload_no_shedding": overload_before, "overload_1dec": overload_before,
     "worker_kill": worker_kill,
-    "rotation_load": rotation_load, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
+    "rotation_load": rotation_load, "slowloris": slowloris, "slowloris_before": slowloris, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
 }
 
 

@@ -21,37 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
-import signal
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.reliability import common
-
-
-def booted(server: common.Server) -> list[int]:
-    return [int(p) for p in re.findall(r"Booting worker with pid: (\d+)", server.stderr())]
-
-
-async def kill_at(server: common.Server, at: float, log: list[dict[str, Any]], index: int = 0) -> None:
-    await asyncio.sleep(max(0.0, at - time.monotonic()))
-    workers = server.workers()
-    victim = sorted(workers)[index % len(workers)]
-    before = set(booted(server))
-    os.kill(victim, signal.SIGKILL)
-    killed = time.monotonic()
-    entry: dict[str, Any] = {"instance": server.port, "pid": victim, "t": killed}
-    log.append(entry)
-    while time.monotonic() - killed < 20:
-        fresh = set(booted(server)) - before
-        if fresh:
-            entry["replacement_pid"] = fresh.pop()
-            entry["replacement_booted_after_s"] = round(time.monotonic() - killed, 2)
-            break
-        await asyncio.sleep(0.05)
 
 
 def failures_vs_kills(results: list[common.Result], kills: list[dict[str, Any]]) -> dict[str, Any]:
@@ -73,7 +48,7 @@ async def single(rate: float, work: Path) -> dict[str, Any]:
         await load.open_loop(rate, 3)  # warm-up
         start = time.monotonic()
         kills: list[dict[str, Any]] = []
-        killers = [asyncio.create_task(kill_at(server, start + at, kills, 0)) for at in (6, 12, 18)]
+        killers = [asyncio.create_task(common.kill_worker_at(server, start + at, kills, 0)) for at in (6, 12, 18)]
         results = await load.open_loop(rate, 24, start)
         await asyncio.gather(*killers)
         load.close()
@@ -99,7 +74,7 @@ async def pair(rate: float, work: Path) -> dict[str, Any]:
         await load.open_loop(rate, 3)
         start = time.monotonic()
         kills: list[dict[str, Any]] = []
-        killers = [asyncio.create_task(kill_at(server, start + at, kills, 0))
+        killers = [asyncio.create_task(common.kill_worker_at(server, start + at, kills, 0))
                    for server, at in ((a, 5), (b, 9), (a, 13), (b, 17), (a, 21))]
         results = await load.open_loop(rate, 26, start)
         await asyncio.gather(*killers)

@@ -234,3 +234,26 @@ def test_wrk_sends_the_lines_in_order_filled_per_pass(tmp_path: Path) -> None:
         else:
             assert body.decode() == corpus.fill(text, 4242 + j // len(lines))
     assert nonces and all(n > 7_000_000_000 for n in nonces) and nonces == sorted(set(nonces))
+
+
+def test_server_bench_summary_compares_a_tree_before_against_the_same_floor() -> None:
+    """`bench.run --before-tree REV` serves REV's package as a third server in the same rounds; each
+    row then carries its ratios to the floor next to this tree's (absent without it)."""
+    from bench import report, server_bench
+
+    def run(server: str, rps: float) -> dict:
+        return {"server": server, "endpoint": "validate", "connections": 8, "traffic": "cold", "rps": rps,
+                "p50_ms": 1000 / rps, "p99_ms": 4000 / rps, "errors": 0, "percentiles_ms": {"50": 1000 / rps}}
+
+    (row,) = server_bench.summarize([run("gpu-admission", 600), run("floor", 1000), run("before", 500)])
+    assert row["rps_ratio"] == 0.6 and row["before_rps_ratio"] == 0.5
+    assert row["before_p50_ratio"] == 2.0 and row["p50_ratio"] == 1000 / 600 / 1.0
+    (plain,) = server_bench.summarize([run("gpu-admission", 600), run("floor", 1000)])
+    assert "before" not in plain and "before_rps_ratio" not in plain
+    server = {"summary": [row], "before": {"label": "003b03b"}, "connections": [8], "rounds": 1, "workers": 2,
+              "threads": 8, "wrk_threads": 1,
+              "seconds_per_run": 1, "memory": {}}
+    md = report.markdown({"meta": {"stamp": "s", "started": "x", "phases": ["server"], "machine": {}}, "server": server,
+                          "targets": []},
+                         "bench/results/x", None)
+    assert "`003b03b`" in md and "| cold | 8 | /validate | 0.60 / 0.50 |" in md

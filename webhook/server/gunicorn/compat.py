@@ -10,8 +10,10 @@ Used, by whom:
 - ``DEFER``: gthread's "no request yet, back to the poller" result of ``handle`` (reading, balance);
 - ``ThreadWorker`` methods overridden: ``handle``, ``handle_request``, ``finish_request``,
   ``enqueue_req``, ``murder_pending``, ``wait_for_and_dispatch_events``, ``init_process``,
-  ``load_wsgi``; attributes read or set: ``nr_conns``, ``worker_connections``, ``pending_conns``,
-  ``poller``, ``sockets``, ``_accepting``;
+  ``load_wsgi``; ``on_pending_socket_readable`` is called (the poller's callback of a deferred
+  connection that a stopping worker keeps: reading); attributes read or set: ``nr_conns``,
+  ``worker_connections``, ``pending_conns``, ``poller``, ``sockets``, ``_accepting``, ``alive``;
+- ``STOP_KEEPALIVE_LINGER``: how long a stopping worker keeps an idle connection (reading);
 - ``TConn`` attributes: ``sock``, ``cfg``, ``client``, ``server``, ``parser``, ``initialized``,
   ``data_ready``, ``timeout``; the parser's ``unreader.buf`` and ``unreader.take_buffered``;
 - ``gunicorn.sock.ssl_wrap_socket`` (the listener's context through the ``ssl_context`` hook) and
@@ -21,6 +23,7 @@ Used, by whom:
 from __future__ import annotations
 
 import select
+import selectors
 import ssl
 from typing import Any
 
@@ -29,11 +32,15 @@ from gunicorn import sock as _sock
 from gunicorn.workers import gthread as _gthread
 
 DEFER: Any = getattr(_gthread, "_DEFER", None)
+STOP_LINGER: float = getattr(_gthread, "STOP_KEEPALIVE_LINGER", 2.0)
+"""Seconds a stopping gthread worker keeps an idle connection (gthread 27's ``STOP_KEEPALIVE_LINGER``)."""
+EVENT_READ = selectors.EVENT_READ
 ThreadWorker = _gthread.ThreadWorker
 ssl_wrap_socket = _sock.ssl_wrap_socket
 
 OVERRIDDEN = ("handle", "handle_request", "finish_request", "enqueue_req", "murder_pending",
-              "wait_for_and_dispatch_events", "init_process", "load_wsgi", "murder_keepalived")
+              "wait_for_and_dispatch_events", "init_process", "load_wsgi", "murder_keepalived",
+              "on_pending_socket_readable")
 TCONN_ATTRIBUTES = ("sock", "cfg", "client", "server", "parser", "initialized", "data_ready", "timeout")
 
 
@@ -67,6 +74,8 @@ def check() -> list[str]:
     missing = []
     if DEFER is None:
         missing.append("gunicorn.workers.gthread._DEFER")
+    if not isinstance(getattr(_gthread, "STOP_KEEPALIVE_LINGER", None), (int, float)):
+        missing.append("gunicorn.workers.gthread.STOP_KEEPALIVE_LINGER")
     for name in OVERRIDDEN:
         if not callable(getattr(ThreadWorker, name, None)):
             missing.append(f"ThreadWorker.{name}")

@@ -28,6 +28,7 @@ app's limit is not waited for: its headers suffice for the app's 413.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -260,6 +261,9 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
 
         # ---- on the main loop --------------------------------------------------------------------
         def finish_request(self, conn: Any, fs: Any) -> None:
+            if not self.alive and not fs.cancelled() and fs.exception() is None and fs.result() is compat.DEFER:
+                self._keep_while_stopping(conn)
+                return
             super().finish_request(conn, fs)
             deadline = getattr(conn, "gpu_admission_deadline", None)
             if deadline is None:
@@ -268,6 +272,28 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
             if not fs.cancelled() and fs.exception() is None and fs.result() is compat.DEFER:
                 conn.timeout = min(conn.timeout, deadline)
                 heapq.heappush(self._deadlines, (deadline, next(self._order), conn))
+
+        def _keep_while_stopping(self, conn: Any) -> None:
+            """A deferred connection of a stopping worker goes back to the poller, as while running.
+
+            gthread (27) puts a deferred connection back only while the worker is alive; once SIGTERM
+            came it takes the result for a finished request and closes the connection. With requests
+            read here that is any connection whose request was still arriving, or whose TLS handshake
+            was in its last flight (the client's Finished: the client already counts itself connected
+            and writes its request): at each rollout such reviews were dropped unanswered, which
+            kube-apiserver does not retry on a fresh connection. Kept, it is answered (with
+            "Connection: close") inside the graceful timeout: within its read deadline if a request
+            has started, else within gthread's stop linger for idle connections."""
+            now = time.monotonic()
+            deadline = getattr(conn, "gpu_admission_deadline", None)
+            conn.gpu_admission_deadline = None
+            started = getattr(conn, "gpu_admission_pending", None) is not None
+            conn.sock.setblocking(False)
+            conn.timeout = deadline if started and deadline is not None else now + compat.STOP_LINGER
+            if started and deadline is not None:
+                heapq.heappush(self._deadlines, (deadline, next(self._order), conn))
+            self.pending_conns.append(conn)
+            self.poller.register(conn.sock, compat.EVENT_READ, functools.partial(self.on_pending_socket_readable, conn))
 
         def murder_pending(self) -> None:
             """gthread's sweep stops at the first pending connection not yet due (its list is in keep-
