@@ -677,13 +677,16 @@ def provenance(tree: Path = ROOT) -> dict[str, Any]:
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
-                                  timeout=10, check=True).stdout.strip()
+                                  timeout=10, check=True).stdout
         except (OSError, subprocess.SubprocessError):
             return ""
 
-    commit = git("rev-parse", "--short=9", "HEAD")
-    changed = [line[3:] for line in git("status", "--porcelain", "--", "webhook", "bench").splitlines()]
-    return {"commit": commit or "unknown", "commit_date": git("show", "-s", "--format=%cs", "HEAD") or None,
+    commit = git("rev-parse", "--short=9", "HEAD").strip()
+    # code only: the results files a run writes are not a change of what was measured
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "webhook", "bench",
+                                        ":(exclude)bench/reliability/results", ":(exclude)bench/results").splitlines()
+               if line.strip()]
+    return {"commit": commit or "unknown", "commit_date": git("show", "-s", "--format=%cs", "HEAD").strip() or None,
             "uncommitted_changes": changed[:10]}
 
 

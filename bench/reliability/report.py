@@ -194,8 +194,12 @@ def slowloris(r: dict[str, Any]) -> str:
     served = r.get("server", {}).get("source", "this tree")
     lines = [_when(r) + ("" if served == "this tree" else f" Served from `{Path(served).name}`."), "",
              f"{r['connections']:,} connections (half one byte a second, half stalled after `PO`), "
-             f"{r['seconds_per_phase']:g} s per phase; {atk['open_when_measured']} open when the measured "
-             f"phase began, {atk['reopened_while_measured']:,} re-opened by the attacker during it "
+             f"{r['seconds_per_phase']:g} s per phase; "
+             + (f"{atk['open_when_measured']} open when the measured phase began" if atk.get("open_when_measured")
+                else "the attacker never reported its connections open (its handshakes waited for the server)")
+             + (f" ({atk['open_while_measured']['min']}-{atk['open_while_measured']['max']}, mean "
+                f"{atk['open_while_measured']['mean']}, during it)" if atk.get("open_while_measured") else "")
+             + f", {atk['reopened_while_measured']:,} re-opened by the attacker during it "
              f"(closed by the server's read deadline), {atk['handshakes_failed_while_measured']} handshakes "
              "failed.", "",
              "| phase | calls | answered | timed out (3 s) | failed | p50 ms | p99 ms | max ms |",
