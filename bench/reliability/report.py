@@ -68,6 +68,11 @@ def fuzz(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _recovered(r: dict[str, Any]) -> str:
+    s = r.get("recovered_after_s")
+    return "not within the recovery phase" if s is None else f"{s} s"
+
+
 def overload(r: dict[str, Any]) -> str:
     o, b, rec = r["overload"], r["baseline"], r["recovery"]
     mem = r["memory_mib"]
@@ -96,7 +101,7 @@ def overload(r: dict[str, Any]) -> str:
               f"overload {mem['overload_first_10s_max']}, in the last 10 s {mem['overload_last_10s_max']}, "
               f"after {mem['after']}",
               f"- back to normal latency (p99 of each second under {r['recovery_p99_threshold_ms']:g} ms for 5 s): "
-              f"**{r['recovered_after_s']} s** after the overload stopped"]
+              f"**{_recovered(r)}** after the overload stopped"]
     rows = r["overload_per_second"]
     picks = [row for row in rows if row["t"] in (0, 1, 2, 5, 10, 20, 30, 40, 50, len(rows) - 1)]
     lines += ["", "Overload, per second (sample):", "",
@@ -216,8 +221,9 @@ def slowloris(r: dict[str, Any]) -> str:
 OVERLOAD_RUNS = (("overload_before", "before this issue (commit 2b4717c: plain gthread)"),
                  ("overload_no_shedding", "idle connections deferred, no shedding (`--max-queue-age 0`)"),
                  ("overload_2_5", "shedding at 2.5 s (`--max-queue-age 2.5`)"),
-                 ("overload", "**shedding at 1 s (the default)**"),
-                 ("overload_1dec", "shedding at 1 s, after the connection-count and close fixes (1 Dec)"))
+                 ("overload_29nov", "**shedding at 1 s (the default)** (29 Nov)"),
+                 ("overload_1dec", "shedding at 1 s, after the connection-count and close fixes (1 Dec)"),
+                 ("overload", "**the default at HEAD** (4 Dec: requests read whole in the poller, probes on their own port)"))
 
 
 def overload_summary(_: dict[str, Any]) -> str:
@@ -234,14 +240,14 @@ def overload_summary(_: dict[str, Any]) -> str:
                  else "not logged")
         lines.append(f"| {label} | {r['capacity_req_s']} | {r['offered_req_s']['overload']} | {o.get('ok', 0):,} | "
                      f"{o.get('shed', 0):,} | {o.get('conn', 0):,} | {o.get('timeout', 0):,} | {stale} | "
-                     f"{mem['before']} / {mem['overload_last_10s_max']} / {mem['after']} | {r['recovered_after_s']} s |")
+                     f"{mem['before']} / {mem['overload_last_10s_max']} / {mem['after']} | {_recovered(r)} |")
     return "\n".join(lines)
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "overload_summary": overload_summary,
     "fuzz": fuzz, "overload": overload, "overload_before": overload_before, "overload_2_5": overload_before,
-    "overload_no_shedding": overload_before, "overload_1dec": overload_before,
+    "overload_no_shedding": overload_before, "overload_1dec": overload_before, "overload_29nov": overload_before,
     "worker_kill": worker_kill,
     "rotation_load": rotation_load, "slowloris": slowloris, "slowloris_before": slowloris, "config_garbage": config_garbage, "soak": soak, "e2e_restart": e2e_restart,
 }
