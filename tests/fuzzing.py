@@ -241,7 +241,8 @@ def _api_group(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 CONTROLLER_LABELS: dict[str, dict[str, str]] = {
-    # the labels each operator's controller puts on the pods it creates (shared/reference/operators.md),
+    # the labels each operator's controller puts on the pods it creates (where each is set: see the
+    # comment on webhook/core/groups.py _CONTROLLERS),
     # so the pods of the examples take the gpu-group path of the mutating webhook as in a cluster
     "PyTorchJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/replica-type": "worker"},
     "MPIJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/job-role": "worker"},

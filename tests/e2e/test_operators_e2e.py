@@ -312,7 +312,7 @@ def install_stand_in(cp: ControlPlane, crd: dict) -> None:
 
 def ray_pod(cluster: dict, node_type: str, group: str, tpl: dict, start: str) -> dict:
     """A Ray node pod labelled as KubeRay's labelPod() labels it (ray-operator/controllers/ray/common/
-    pod.go labelPod; keys in utils/constant.go; facts in shared/reference/operators.md): the template's
+    pod.go labelPod; keys in utils/constant.go): the template's
     labels merged under ray.io/cluster, node-type, group, identifier (<cluster>-<node-type>),
     is-ray-node, app.kubernetes.io/name=kuberay and created-by=kuberay-operator; owned by the
     RayCluster (controller reference), named with KubeRay's generateName (<cluster>-head-,

@@ -75,8 +75,12 @@ _POD_INDEX = "apps.kubernetes.io/pod-index"
 _LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
-    # (pod label naming the group, source for messages, identity prefix); upstream file:line in
-    # shared/reference/operators.md. Kubeflow v1 and the MPI operator share the job-name key.
+    # (pod label naming the group, source for messages, identity prefix). Where each key is set:
+    # kubeflow/training-operator pkg/apis/kubeflow.org/v1/common_types.go (JobNameLabel; the MPI
+    # operator v2 uses the same key); kubernetes-sigs/jobset pkg/controllers/jobset_controller.go
+    # labelAndAnnotateObject; ray-project/kuberay ray-operator/controllers/ray/common/pod.go labelPod
+    # (keys in utils/constant.go); volcano-sh/volcano pkg/controllers/job/job_controller_util.go
+    # createJobPod (keys in volcano-sh/apis pkg/apis/batch/v1alpha1/labels.go).
     ("training.kubeflow.org/job-name", "Kubeflow job", "kubeflow"),
     ("jobset.sigs.k8s.io/jobset-name", "JobSet", "jobset"),
     ("ray.io/cluster", "Ray cluster", "ray"),

@@ -270,7 +270,8 @@ Sources: vLLM's FP8 page ("FP8 computation is supported on NVIDIA GPUs with comp
 SGLang lists ``modelopt_fp4`` as "Blackwell/SM100+" (docs/advanced_features/quantization.md)."""
 
 _NATIVE_AMD: Mapping[str, frozenset[str]] = MappingProxyType({
-    "gfx942": frozenset({FP8}),  # MI300X/MI325X (CDNA3): FP8 yes, no FP4 (shared/reference/gpus.md)
+    "gfx942": frozenset({FP8}),  # MI300X/MI325X (CDNA3): FP8 yes, no FP4 (ROCm "Data types and precision
+    # support", rocm.docs.amd.com/en/latest/reference/precision-support.html; AMD MI300X datasheet)
 })
 """AMD gfx targets (the catalog's ``compute_capability`` for AMD products) -> native formats."""
 

@@ -8,8 +8,8 @@ This module turns such a name into a :class:`~webhook.core.domain.ModelInfo`:
    give (``DeepSeek-R1``, ``bge-m3``) or gives wrongly (``Mixtral-8x7B`` is 46.7B, not 56B; the
    ``17B`` of ``Llama-4-Scout-17B-16E`` is the *active* count).
 2. Otherwise a size token of the name is read (``70b``, ``1.5B``, ``560m``), avoiding the traps
-   listed in ``shared/reference/frameworks.md``: dates, versions, context lengths and quantization
-   bits are not sizes.
+   of real model ids: dates (``Mistral-Small-2409``), versions (``Llama-3.1``), context lengths
+   (``128k``) and quantization bits (``4bit``) are not sizes.
 
 Everything is pure: no network, no clock; the catalog is read once from package data. Inputs come
 from user manifests and may be hostile, so names are capped at :data:`MAX_NAME_CHARS`, numbers at a

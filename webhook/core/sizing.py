@@ -6,12 +6,16 @@ numbers. Everything here is arithmetic on a :class:`WorkloadProfile` and a :clas
 the same verdict and the same message. Units: memory in GiB (2**30 bytes, what the driver reports),
 parameters in billions, bandwidth in GB/s (10**9 bytes/s, what datasheets quote).
 
-The rules follow shared/reference/frameworks.md "Sizing rules":
+The rules are the engines' own memory budget and the memory-bound decode argument: vLLM gives a
+replica ``--gpu-memory-utilization`` of each GPU (default 0.9, vllm/engine/arg_utils.py), SGLang
+``--mem-fraction-static`` (python/sglang/srt/server_args.py), TensorRT-LLM
+``kv_cache_free_gpu_mem_fraction`` (0.9); at small batch a decode step reads every weight once, so its
+time is bytes / bandwidth, plus the tensor-parallel all-reduces of each layer:
 
 * per GPU: weights / (TP x PP) + runtime overhead + KV room <= GPU memory x utilization;
 * decode per token ~ (weight bytes / TP) / bandwidth + 2 x layers x all-reduce latency.
 
-Two refinements the reference does not cover (issue 15, points 3 and 4):
+Two refinements these rules do not cover (issue 15, points 3 and 4):
 
 * Mixture-of-experts models served with data or expert parallelism are sized the way the engine
   splits them (:func:`weight_layout`): vLLM shards the expert layers over DP x TP ranks and keeps

@@ -2,9 +2,9 @@
 
 Multi-node GPU work mostly reaches a cluster through operators (Kubeflow training jobs, JobSet,
 KubeRay, Volcano, KServe, ...), whose pod templates sit at kind-specific places and whose pod counts
-are written differently by each. One module per family reads them; the facts (paths, defaults) are
-those of ``shared/reference/operators.md``, checked against the upstream types (each module says
-where):
+are written differently by each. One module per family reads them; the facts (paths, defaults) come
+from each operator's upstream API types and controllers, which each module names (repository, file,
+commit where it matters):
 
 - :mod:`.training`: Kubeflow v1 job kinds, MPIJob v2beta1, JobSet, Volcano Job;
 - :mod:`.ray`: RayCluster, RayJob, RayService;

@@ -87,10 +87,11 @@ llm-d ``llm-d.ai/v1alpha1`` ModelService (llm-d/llm-d-model-service):
 - internal/controller/merge_transformers.go@2aa2b221: the ModelService's containers are merged by name
   into the base ConfigMap's Deployment templates (args prepended, command replaced, env by name), so
   image, command and GPU count usually come from the ConfigMap, which is not in the input: a note says
-  so. ``acceleratorTypes`` becomes a required nodeAffinity (shared/reference/operators.md:
-  internal/controller/accelerator_types.go). ``parallelism`` is declared but not read by the controller
-  at llm-d-model-service@403e9836 (operators.md); it is used here only as the GPU count when nothing
-  else states one, with a note. Decode and prefill pods are independent replicas (group 1).
+  so. ``acceleratorTypes`` becomes a required nodeAffinity (llm-d/llm-d-model-service
+  internal/controller/accelerator_types.go, applied in child_resources.go). ``parallelism`` is
+  declared (api/v1alpha1/modelservice_types.go) but not read by the controller at
+  llm-d-model-service@403e9836; it is used here only as the GPU count when nothing else states one,
+  with a note. Decode and prefill pods are independent replicas (group 1).
 
 NVIDIA Dynamo ``nvidia.com/v1alpha1`` DynamoGraphDeployment (ai-dynamo/dynamo, deploy/cloud/operator):
 
