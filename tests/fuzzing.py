@@ -241,9 +241,16 @@ def _api_group(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 CONTROLLER_LABELS: dict[str, dict[str, str]] = {
-    # the labels each operator's controller puts on the pods it creates (where each is set: see the
-    # comment on webhook/core/groups.py _CONTROLLERS),
-    # so the pods of the examples take the gpu-group path of the mutating webhook as in a cluster
+    # the labels each operator's controller puts on the pods it creates, so the pods of the examples
+    # take the gpu-group path of the mutating webhook as in a cluster. Set in: kubeflow/training-operator
+    # pkg/controller.v1/common (GenLabels, createNewPod); kubeflow/mpi-operator
+    # pkg/controller/mpi_job_controller.go defaultLabels; kubernetes-sigs/jobset
+    # pkg/controllers/jobset_controller.go labelAndAnnotateObject (a TrainJob's JobSet is named after
+    # it: kubeflow/trainer pkg/runtime/framework/plugins/jobset); ray-project/kuberay
+    # ray-operator/controllers/ray/common/pod.go labelPod; volcano-sh/volcano
+    # pkg/controllers/job/job_controller_util.go createJobPod; kserve/kserve
+    # pkg/controller/v1beta1/inferenceservice/components/predictor.go; LWS: the StatefulSet controller's
+    # apps.kubernetes.io/pod-index plus kubernetes-sigs/lws pkg/webhooks/pod_webhook.go.
     "PyTorchJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/replica-type": "worker"},
     "MPIJob": {"training.kubeflow.org/job-name": "job", "training.kubeflow.org/job-role": "worker"},
     "JobSet": {"jobset.sigs.k8s.io/jobset-name": "js", "batch.kubernetes.io/job-name": "js-w-0"},

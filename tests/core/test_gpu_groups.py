@@ -1,7 +1,7 @@
 """One GPU product per multi-pod job (issue 14, part 3): a pod its controller labels as a member of a
 multi-pod group gets the webhook's own label ``gpu-admission.io/gpu-group`` and a required
 podAffinity on it with the product label as topology key. Rows: one pod per controller (labels as
-each controller writes them, shared/reference/operators.md), CPU members left alone, controllers
+each controller writes them, see webhook/core/groups.py _CONTROLLERS), CPU members left alone, controllers
 whose pods are a group only when the launch spans pods, user pins, and the group-fit check."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sizing: bytes per parameter, memory fit per GPU, decode-time estimate (frameworks.md worked checks)."""
+"""Sizing: bytes per parameter, memory fit per GPU, decode time (worked checks on well-known deployments)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_bytes_per_param(kwargs: dict[str, str], expected: float) -> None:
     assert bytes_per_param(**args) == expected  # type: ignore[arg-type]
 
 
-# --------------------------------------------------------------------------- worked checks (frameworks.md)
+# --------------------------------------------------------------------------- worked checks
 
 LLAMA_70B = 70.6
 DSV3_BPP = bytes_per_param(dtype=None, quantization=None, native_dtype="fp8")
@@ -109,7 +109,7 @@ def test_worked_fits(profile: WorkloadProfile, product: str, fits: bool) -> None
 def test_70b_tp4_on_l40s_fits_tightly() -> None:
     result = fit(llm(LLAMA_70B, tp=4), opt("L40S"))
     assert result.fits
-    assert result.usable_gib - result.need_gib < 3.0  # "fits tightly" (frameworks.md)
+    assert result.usable_gib - result.need_gib < 3.0  # "fits tightly": 70B bf16 on 4 x L40S
 
 
 def test_reason_spells_out_the_numbers() -> None:
@@ -138,7 +138,7 @@ def test_decode_70b_tp4(product: str, low: float, high: float) -> None:
 
 
 def test_decode_h100_bandwidth_term_is_10_5_ms() -> None:
-    # frameworks.md: 70B bf16 on 4 x H100 ~ 35 GB / 3.35 TB/s ~ 10.5 ms + all-reduces
+    # 70B bf16 on 4 x H100 ~ 35 GB / 3.35 TB/s ~ 10.5 ms + all-reduces
     bare = fit(llm(LLAMA_70B, tp=4), opt("H100-SXM5-80GB"), allreduce_us=0).decode_ms
     assert bare == pytest.approx(10.5, abs=0.1)
     full = fit(llm(LLAMA_70B, tp=4, layers=80), opt("H100-SXM5-80GB"), allreduce_us=30).decode_ms

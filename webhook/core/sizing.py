@@ -7,7 +7,8 @@ the same verdict and the same message. Units: memory in GiB (2**30 bytes, what t
 parameters in billions, bandwidth in GB/s (10**9 bytes/s, what datasheets quote).
 
 The rules are the engines' own memory budget and the memory-bound decode argument: vLLM gives a
-replica ``--gpu-memory-utilization`` of each GPU (default 0.9, vllm/engine/arg_utils.py), SGLang
+replica ``--gpu-memory-utilization`` of each GPU (vllm/config/cache.py
+``CacheConfig.gpu_memory_utilization``: 0.92 now, 0.9 in older releases), SGLang
 ``--mem-fraction-static`` (python/sglang/srt/server_args.py), TensorRT-LLM
 ``kv_cache_free_gpu_mem_fraction`` (0.9); at small batch a decode step reads every weight once, so its
 time is bytes / bandwidth, plus the tensor-parallel all-reduces of each layer:
@@ -472,10 +473,10 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     * Inference: weights are split over TP x PP GPUs; a mixture-of-experts model launched with data
       or expert parallelism is split as :func:`weight_layout` says (routed experts over more GPUs
       than the dense weights). KV room = max(``kv_reserve_gib``, ``kv_fraction`` x weight share). A
-      fixed 2 GiB would let Llama-70B bf16 "fit" two 80 GB GPUs with almost no cache left
-      (frameworks.md counts that as not fitting); a share proportional to the weights buys the same
-      number of cached tokens whatever the TP size (both the weights and the KV cache are split by
-      TP x PP), and the floor keeps small models honest.
+      fixed 2 GiB would let Llama-70B bf16 "fit" two 80 GB GPUs with almost no cache left (too
+      little to serve, so counted here as not fitting); a share proportional to the weights buys the
+      same number of cached tokens whatever the TP size (both the weights and the KV cache are split
+      by TP x PP), and the floor keeps small models honest.
     * Training (``role == "training"``): the model states per GPU of the job's strategy
       (:func:`training_memory.per_gpu`: DDP 16 B/param on every GPU, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N,
       ZeRO-3/FSDP 16/N, Megatron over TP x PP, LoRA/QLoRA a frozen base plus adapters), activations
