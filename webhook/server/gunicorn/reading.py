@@ -277,21 +277,22 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
             """A deferred connection of a stopping worker goes back to the poller, as while running.
 
             gthread (27) puts a deferred connection back only while the worker is alive; once SIGTERM
-            came it takes the result for a finished request and closes the connection. With requests
-            read here that is any connection whose request was still arriving, or whose TLS handshake
-            was in its last flight (the client's Finished: the client already counts itself connected
-            and writes its request): at each rollout such reviews were dropped unanswered, which
-            kube-apiserver does not retry on a fresh connection. Kept, it is answered (with
-            "Connection: close") inside the graceful timeout: within its read deadline if a request
-            has started, else within gthread's stop linger for idle connections."""
+            came it treats the result as a finished request: a connection without a parser yet (its
+            TLS handshake not finished) is closed, one with a parser kept for the 2 s stop linger
+            whatever its read deadline. A connection accepted before the signal whose handshake was in
+            its last flight (the client's Finished: the client already counts itself connected and
+            writes its request) was thus dropped unanswered at each rollout, which kube-apiserver does
+            not retry on a fresh connection. Kept, it is answered (with "Connection: close") inside
+            the graceful timeout: within its read deadline if a request has started, else within
+            gthread's stop linger. Both go on the deadline heap: gthread's own sweep stops at the
+            first pending connection not yet due, and the others wait for their 75 s keep-alive."""
             now = time.monotonic()
             deadline = getattr(conn, "gpu_admission_deadline", None)
             conn.gpu_admission_deadline = None
             started = getattr(conn, "gpu_admission_pending", None) is not None
             conn.sock.setblocking(False)
             conn.timeout = deadline if started and deadline is not None else now + compat.STOP_LINGER
-            if started and deadline is not None:
-                heapq.heappush(self._deadlines, (deadline, next(self._order), conn))
+            heapq.heappush(self._deadlines, (conn.timeout, next(self._order), conn))
             self.pending_conns.append(conn)
             self.poller.register(conn.sock, compat.EVENT_READ, functools.partial(self.on_pending_socket_readable, conn))
 
