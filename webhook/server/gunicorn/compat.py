@@ -14,6 +14,8 @@ Used, by whom:
   connection that a stopping worker keeps: reading); attributes read or set: ``nr_conns``,
   ``worker_connections``, ``pending_conns``, ``poller``, ``sockets``, ``_accepting``, ``alive``;
 - ``STOP_KEEPALIVE_LINGER``: how long a stopping worker keeps an idle connection (reading);
+- ``ThreadWorker.handle`` makes the connection's socket blocking before it parses and answers (reading
+  hands it a non-blocking socket with the request already buffered, and does not pay that call twice);
 - ``TConn`` attributes: ``sock``, ``cfg``, ``client``, ``server``, ``parser``, ``initialized``,
   ``data_ready``, ``timeout``; the parser's ``unreader.buf`` and ``unreader.take_buffered``;
 - ``gunicorn.sock.ssl_wrap_socket`` (the listener's context through the ``ssl_context`` hook) and
@@ -22,6 +24,7 @@ Used, by whom:
 
 from __future__ import annotations
 
+import inspect
 import select
 import selectors
 import ssl
@@ -76,6 +79,8 @@ def check() -> list[str]:
         missing.append("gunicorn.workers.gthread._DEFER")
     if not isinstance(getattr(_gthread, "STOP_KEEPALIVE_LINGER", None), (int, float)):
         missing.append("gunicorn.workers.gthread.STOP_KEEPALIVE_LINGER")
+    if "setblocking(True)" not in _source(ThreadWorker.handle):
+        missing.append("ThreadWorker.handle: conn.sock.setblocking(True) before parsing")
     for name in OVERRIDDEN:
         if not callable(getattr(ThreadWorker, name, None)):
             missing.append(f"ThreadWorker.{name}")
@@ -94,6 +99,13 @@ def check() -> list[str]:
     if not callable(getattr(Unreader, "take_buffered", None)):
         missing.append("Unreader.take_buffered")
     return missing
+
+
+def _source(func: Any) -> str:
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):
+        return ""
 
 
 class _Cfg:
