@@ -10,8 +10,9 @@ Used, by whom:
 - ``DEFER``: gthread's "no request yet, back to the poller" result of ``handle`` (reading, balance);
 - ``ThreadWorker`` methods overridden: ``handle``, ``handle_request``, ``finish_request``,
   ``enqueue_req``, ``murder_pending``, ``wait_for_and_dispatch_events``, ``init_process``,
-  ``load_wsgi``; ``on_pending_socket_readable`` is called (the poller's callback of a deferred
-  connection that a stopping worker keeps: reading); attributes read or set: ``nr_conns``,
+  ``load_wsgi``, ``on_pending_socket_readable`` (the poller's callback of a deferred connection:
+  reading reads a started request there, and registers it for a connection a stopping worker
+  keeps); attributes read or set: ``nr_conns``,
   ``worker_connections``, ``pending_conns``, ``poller``, ``sockets``, ``_accepting``, ``alive``;
 - ``STOP_KEEPALIVE_LINGER``: how long a stopping worker keeps an idle connection (reading);
 - ``ThreadWorker.handle`` makes the connection's socket blocking before it parses and answers (reading

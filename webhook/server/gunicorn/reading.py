@@ -11,7 +11,10 @@ So no thread waits for a client at all. :func:`reading_worker` makes the thread 
 connection do only what needs no waiting: advance the TLS handshake without blocking, read what has
 arrived, and check whether a whole request is now buffered (the header block and, by its
 ``Content-Length``, the body). If not, the connection goes back to the poller (gthread's own
-"deferred" state, ``compat.DEFER``) and the thread is free again within microseconds. A request
+"deferred" state, ``compat.DEFER``) and the thread is free again within microseconds. From then on
+the bytes of that connection are read where they arrive, in the poller's callback on the worker's
+main loop (:meth:`on_pending_socket_readable`), and a thread is given the connection again only once
+its request is whole: a slow client costs the threads nothing after its handshake. A request
 starts its clock at its first byte (for a new connection, the first byte of its ClientHello); a
 connection whose request is not whole ``read_deadline`` seconds later is closed. Idle connections
 (nothing sent yet, or kept alive between requests) wait in the poller with gthread's keep-alive
@@ -122,6 +125,10 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
 
         # ---- on a request thread: never waits -------------------------------------------------
         def handle(self, conn: Any) -> Any:
+            if getattr(conn, "gpu_admission_ready", False):  # read whole in the poller's callback
+                conn.gpu_admission_ready = False
+                self._release(conn)
+                return super().handle(conn)
             pending: _Pending | None = getattr(conn, "gpu_admission_pending", None)
             if pending is not None and time.monotonic() - pending.started > read_deadline:
                 self._release(conn)
@@ -281,6 +288,64 @@ def reading_worker(base: type, *, read_deadline: float = DEFAULT_READ_DEADLINE,
             conn.gpu_admission_deadline = None
             if not fs.cancelled() and fs.exception() is None and fs.result() is compat.DEFER:
                 conn.timeout = min(conn.timeout, deadline)
+                heapq.heappush(self._deadlines, (deadline, next(self._order), conn))
+
+        def on_pending_socket_readable(self, conn: Any, client: Any) -> None:
+            """Bytes of a request that has started (or of the first request of a handshaken connection)
+            are read here, on the main loop, where they arrive: a thread is given the connection only
+            once its request is whole.
+
+            Reading a few bytes that have arrived takes microseconds; handing them to a thread took a
+            queued task, a futures callback through gthread's method queue, and the connection out of
+            and back into the poller (a scan of the pending list each time). Under 1,000 slowloris
+            connections that was 500 such round trips a second in the queue the reviews wait in.
+            A connection whose TLS handshake is not done yet still goes to a thread (the handshake's
+            crypto is the dearest step of a connection, not a few bytes)."""
+            if not conn.initialized:
+                super().on_pending_socket_readable(conn, client)
+                return
+            pending: _Pending | None = getattr(conn, "gpu_admission_pending", None)
+            if pending is not None and time.monotonic() - pending.started > read_deadline:
+                self._drop_pending(conn, pending)
+                return
+            try:
+                state = self._advance(conn)
+            except (OSError, ValueError) as exc:  # ssl.SSLError included: reset, bad record, ...
+                log.debug("connection closed while reading a request: %r", exc)
+                state = CLOSED
+            if state == WAIT:
+                self._push_deadline(conn)
+                return
+            if state == CLOSED:
+                self._drop_pending(conn, None)
+                return
+            conn.gpu_admission_ready = True
+            super().on_pending_socket_readable(conn, client)  # out of the poller, to a thread
+
+        def _drop_pending(self, conn: Any, expired: _Pending | None) -> None:
+            """Close a connection that waits in the poller (gthread's pending list)."""
+            try:
+                self.pending_conns.remove(conn)
+            except ValueError:
+                pass
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass
+            self.nr_conns -= 1
+            self._release(conn)
+            if expired is not None:
+                self._note_expired(conn, expired)
+            conn.close()
+
+        def _push_deadline(self, conn: Any) -> None:
+            """A request that started in the poller's callback gets its read deadline on the heap."""
+            deadline = getattr(conn, "gpu_admission_deadline", None)
+            if deadline is None:
+                return
+            conn.gpu_admission_deadline = None
+            if deadline < conn.timeout:
+                conn.timeout = deadline
                 heapq.heappush(self._deadlines, (deadline, next(self._order), conn))
 
         def _keep_while_stopping(self, conn: Any) -> None:
