@@ -24,6 +24,11 @@ them alike:
     ClusterPolicy ``bench/peers/kyverno-policy.yaml`` (mutate the tier affinity, validate the product
     pin). If Kyverno cannot be built or started, this configuration records ``{"error": ...}``.
 
+With ``before`` (``bench.run --before-tree REV``), a seventh, ``bench-before``: REV's ``gpu-admission
+serve`` (its ``webhook`` package, the Deployment's args and the rendered policy) registered as the same
+two webhooks as the floor app (selecting namespaces labelled ``bench.gpu-admission.io/before=true``):
+a change of the serving layer against the tree before it, end to end, in the same rounds.
+
 The pod is the same in all of them: a 4-GPU vLLM Llama-3.1-70B TP4 pod pinned to A100 (admitted by
 every configuration, unchanged by the mutating webhooks). ``webhook-pins`` additionally sends the
 unpinned pod through gpu-admission, which patches it (node affinity to the tier). No scheduler runs:
@@ -61,6 +66,10 @@ NAMESPACES = {"none": ("bench-none", OFF),
 PINS = {"webhook-pins"}
 """Configurations sent the unpinned pod (patched by the mutating webhook); the others get the pinned one."""
 FLOOR_NAME = "bench-floor"
+BEFORE_LABEL = "bench.gpu-admission.io/before"
+BEFORE_NAME = "bench-before"
+BEFORE = ("bench-before", {**OFF, BEFORE_LABEL: "true"})
+"""The namespace of the optional ``before`` configuration (only with ``run(before=...)``)."""
 
 CEL_POLICY = {
     "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -86,12 +95,14 @@ CEL_BINDING = {
 }
 
 
-def floor_configurations(docs: list[dict[str, Any]], port: int) -> list[dict[str, Any]]:
+def floor_configurations(docs: list[dict[str, Any]], port: int, name: str = FLOOR_NAME,
+                         label: str = FLOOR_LABEL) -> list[dict[str, Any]]:
     """gpu-admission's rendered pod webhooks (the mutating one and the validating one that an enforcing
     namespace's Pods are sent to), copied field for field (rules, matchConditions, timeoutSeconds,
     failurePolicy, matchPolicy, reinvocationPolicy, sideEffects, caBundle) under the name
-    ``bench-floor``, pointed at the floor app on ``port``, and selecting namespaces labelled ``FLOOR_LABEL=true`` instead of the mode label (the
-    same namespaceSelector shape: the system-namespace exclusion plus one expression)."""
+    ``name`` (``bench-floor``), pointed at the floor app (or another server) on ``port``, and selecting
+    namespaces labelled ``label=true`` (``FLOOR_LABEL``) instead of the mode label (the same
+    namespaceSelector shape: the system-namespace exclusion plus one expression)."""
     out = []
     for doc in docs:
         if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -108,14 +119,14 @@ def floor_configurations(docs: list[dict[str, Any]], port: int) -> list[dict[str
         w = copy.deepcopy(webhooks[0])
         path = w["clientConfig"].pop("service")["path"]
         w["clientConfig"]["url"] = f"https://127.0.0.1:{port}{path}"
-        w["name"] = w["name"].replace(".gpu-admission.io", f".{FLOOR_NAME}.gpu-admission.io")
+        w["name"] = w["name"].replace(".gpu-admission.io", f".{name}.gpu-admission.io")
         expressions = w["namespaceSelector"]["matchExpressions"]
         modes = [e for e in expressions if e["key"] == "gpu-admission.io/mode"]
         if len(modes) != 1:
             raise RuntimeError(f"{w['name']}: the namespaceSelector has no gpu-admission.io/mode expression")
-        expressions[expressions.index(modes[0])] = {"key": FLOOR_LABEL, "operator": "In", "values": ["true"]}
+        expressions[expressions.index(modes[0])] = {"key": label, "operator": "In", "values": ["true"]}
         out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"],
-                    "metadata": {"name": FLOOR_NAME, "labels": {"app.kubernetes.io/part-of": "gpu-admission-bench"}},
+                    "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "gpu-admission-bench"}},
                     "webhooks": [w]})
     if len(out) != 2:
         raise RuntimeError(f"expected a mutating and a validating configuration, found {len(out)}")
@@ -248,8 +259,43 @@ def _kyverno_build(log) -> tuple[Path | None, dict[str, Any]]:
     return bin_dir, facts
 
 
+@contextlib.contextmanager
+def running_before(docs: list[dict[str, Any]], certs_dir: Path, workdir: Path, tree: Path):
+    """Another tree's ``gpu-admission serve`` (``tree`` holds its ``webhook`` package) as the rendered
+    Deployment runs it: its args, the rendered policy, the serving pair; ``--probe-bind`` is dropped
+    when that tree has no such flag. Yields its port once ``/readyz`` (or ``/healthz``) answers."""
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    args = list(deploy["spec"]["template"]["spec"]["containers"][0]["args"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "policy.yaml").write_text(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"])
+    port = common.free_port()
+    paths = {"/etc/gpu-admission/policy.yaml": str(workdir / "policy.yaml"),
+             "/etc/gpu-admission/tls/tls.crt": str(certs_dir / "tls.crt"),
+             "/etc/gpu-admission/tls/tls.key": str(certs_dir / "tls.key"),
+             "0.0.0.0:8443": f"127.0.0.1:{port}", "0.0.0.0:8081": f"127.0.0.1:{common.free_port()}"}
+    if "--probe-bind" in args and "--probe-bind" not in (tree / "webhook/cli/main.py").read_text():
+        i = args.index("--probe-bind")
+        del args[i:i + 2]
+    argv = [sys.executable, "-m", "webhook", *(paths.get(a, a) for a in args)]
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update(TMPDIR=str(workdir), PYTHONUNBUFFERED="1", PYTHONPATH=str(tree),
+               PROMETHEUS_MULTIPROC_DIR=str(workdir / "metrics"))
+    log = workdir / "server.log"
+    proc = subprocess.Popen(argv, cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"), start_new_session=True)
+    try:
+        if not common.wait_until(lambda: proc.poll() is not None or common.https_ready(port, certs_dir / "ca.crt"),
+                                 60, 0.2) or proc.poll() is not None:
+            raise RuntimeError(f"the tree before did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        yield port
+    finally:
+        common.stop_process(proc)
+
+
 def run(sequential: int | None = None, concurrent: int | None = None, threads: int = 8,
-        rounds: int | None = None, log=print) -> dict[str, Any]:
+        rounds: int | None = None, log=print, before: tuple[str, Path] | None = None) -> dict[str, Any]:
+    """``before``: (label, directory holding another tree's ``webhook`` package), measured as the
+    ``before`` configuration in the same rounds (module docstring)."""
     sequential = sequential or int(common.scaled(200, 40))
     concurrent = concurrent or int(common.scaled(200, 40))
     rounds = rounds or int(common.scaled(10, 2))
@@ -263,7 +309,8 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
     kyverno_bin, kyverno_facts = _kyverno_build(log)
     kyverno_error: str | None = kyverno_facts.get("error")
     work = Path(tempfile.mkdtemp(prefix="gpu-admission-e2e-bench-"))
-    configs = list(NAMESPACES)
+    namespaces = {**NAMESPACES, **({"before": BEFORE} if before else {})}
+    configs = list(namespaces)
     samples: dict[str, dict[str, list[float]]] = {c: {"sequential": [], "concurrent": []} for c in configs}
     walls: dict[str, dict[str, float]] = {c: {"sequential": 0.0, "concurrent": 0.0} for c in configs}
     calls: dict[str, float] = {}
@@ -278,12 +325,16 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
             docs = tree.render("overlays/generated-certs")
             with cpl.running_webhook(docs, certs_dir, work / "webhook") as hook, \
                     running_floor(docs, certs_dir, work / "floor") as floor_port, \
-                    contextlib.ExitStack() as kyverno_stack:
+                    contextlib.ExitStack() as kyverno_stack, contextlib.ExitStack() as before_stack:
+                before_port = (before_stack.enter_context(running_before(docs, certs_dir, work / "before", before[1]))
+                               if before else None)
                 cpl.install(cp, hook, docs, certs_dir)
-                for name, labels in NAMESPACES.values():
+                for name, labels in namespaces.values():
                     cp.namespace(name, labels)
                 cp.apply([CEL_POLICY, CEL_BINDING])
                 cp.apply(floor_configurations(docs, floor_port))
+                if before_port is not None:
+                    cp.apply(floor_configurations(docs, before_port, BEFORE_NAME, BEFORE_LABEL))
                 api = _client(cp.kubeconfig)
                 probe = pod("probe", pinned=False)
                 nothing = pod("probe-nothing", pinned=False)
@@ -332,6 +383,18 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                     return all(after.get(n, 0) > before.get(n, 0) for n in floor_names)
 
                 _wait("floor webhooks on bench-floor", floor_in_effect)
+                if before_port is not None:
+                    before_names = [w["name"] for d in floor_configurations(docs, before_port, BEFORE_NAME, BEFORE_LABEL)
+                                    for w in d["webhooks"]]
+
+                    def before_in_effect() -> bool:
+                        was = webhook_calls(cp)
+                        if dry_run(BEFORE[0], probe).returncode != 0:
+                            return False
+                        now = webhook_calls(cp)
+                        return all(now.get(n, 0) > was.get(n, 0) for n in before_names)
+
+                    _wait("the tree before's webhooks on bench-before", before_in_effect)
                 log("  CEL policy, webhooks, floor" + (", kyverno" if kyverno else "")
                     + " in effect")
                 counter = iter(range(10**9))
@@ -342,7 +405,7 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                 def measure(c: str, mode: str, n: int) -> None:
                     """One batch of creates for ``c``; a Kyverno failure drops Kyverno, not the phase."""
                     nonlocal kyverno_error
-                    ns, pinned = NAMESPACES[c][0], c not in PINS
+                    ns, pinned = namespaces[c][0], c not in PINS
                     try:
                         if kyverno is not None and c == "kyverno" and not kyverno.alive():
                             raise RuntimeError(f"kyverno exited ({kyverno.process.returncode}):\n{kyverno.tail()}")
@@ -391,7 +454,9 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                            "webhook_calls_during_timing": calls,
                            "kyverno": {**kyverno_facts, **({"error": kyverno_error} if kyverno_error else {})},
                            "configs": {}}
-    for c in NAMESPACES:
+    if before:
+        out["before"] = {"label": before[0]}
+    for c in namespaces:
         if c not in configs:
             out["configs"][c] = {"error": kyverno_error or "not measured"}
             continue
@@ -446,6 +511,13 @@ def summarize(configs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float |
             "webhook_rate_over_floor_rate": ratio(rate("webhook", mode), rate("floor", mode)),
             "webhook_rate_over_kyverno_rate": ratio(rate("webhook", mode), rate("kyverno", mode)),
         }
+        if "before" in configs:  # the tree before, served the same way (run(before=...))
+            summary[mode].update({
+                "before_over_floor_p50_ms": diff(p50("before", mode), floor),
+                "webhook_over_before_p50_ms": diff(hook, p50("before", mode)),
+                "before_rate_over_floor_rate": ratio(rate("before", mode), rate("floor", mode)),
+                "webhook_rate_over_before_rate": ratio(rate("webhook", mode), rate("before", mode)),
+            })
     return summary
 
 

@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="take the phases this run does not run from an earlier results.json (each phase "
                              "carries its floors and peers, measured side by side inside it; meta.merged says which)")
     parser.add_argument("--before-tree", metavar="REV", default=None,
-                        help="also serve REV's webhook package (git archive) in the server phase, alternated "
-                             "with this tree's and the floor's in the same rounds: a serving-layer change "
-                             "against the tree before it, in one run")
+                        help="also serve REV's webhook package (git archive) in the server and e2e phases, "
+                             "alternated with this tree's and the floor's in the same rounds: a serving-layer "
+                             "change against the tree before it, in one run")
     parser.add_argument("--render-only", action="store_true",
                         help="only rewrite BENCHMARKS.md from bench/results/latest (with bench/NOTES.md)")
     args = parser.parse_args(argv)
@@ -108,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{results['check']['many']['objects_per_s']:.0f} objects/s")
             elif phase == "e2e":
                 from bench import e2e_latency
-                results["e2e"] = e2e_latency.run(log=log)
+                if args.before_tree:
+                    with before_tree(args.before_tree) as tree:
+                        results["e2e"] = e2e_latency.run(log=log, before=(args.before_tree, tree))
+                else:
+                    results["e2e"] = e2e_latency.run(log=log)
         except Exception as exc:  # noqa: BLE001 - one failed phase must not lose the others
             failed.append(phase)
             log(f"  {phase} FAILED: {exc}")

@@ -257,3 +257,29 @@ def test_server_bench_summary_compares_a_tree_before_against_the_same_floor() ->
                           "targets": []},
                          "bench/results/x", None)
     assert "`003b03b`" in md and "| cold | 8 | /validate | 0.60 / 0.50 |" in md
+
+
+def test_e2e_summary_compares_a_tree_before_against_the_same_floor() -> None:
+    """With `--before-tree REV` the e2e phase measures REV's server as configuration `before`, registered
+    as the floor app's webhooks are; the summary and the report carry it beside this tree (absent
+    without it)."""
+    from bench import e2e_latency, report
+
+    def config(p50: float, rate: float) -> dict:
+        return {mode: {"creates": 10, "p50_ms": p50, "p99_ms": p50 * 2, "rate_per_s": rate, "cdf_ms": []}
+                for mode in ("sequential", "concurrent")}
+
+    configs = {"none": config(4.0, 200), "cel": config(4.5, 190), "webhook": config(9.0, 100),
+               "webhook-pins": config(9.5, 95), "floor": config(7.0, 125), "kyverno": {"error": "not built"},
+               "before": config(10.0, 80)}
+    su = e2e_latency.summarize(configs)["concurrent"]
+    assert su["before_over_floor_p50_ms"] == 3.0 and su["webhook_over_before_p50_ms"] == -1.0
+    assert su["before_rate_over_floor_rate"] == 80 / 125 and su["webhook_rate_over_before_rate"] == 100 / 80
+    del configs["before"]
+    assert "webhook_rate_over_before_rate" not in e2e_latency.summarize(configs)["concurrent"]
+    configs["before"] = config(10.0, 80)
+    e2e = {"configs": configs, "summary": e2e_latency.summarize(configs), "before": {"label": "003b03b"},
+           "description": "d", "kyverno": {}}
+    md = report.markdown({"meta": {"stamp": "s", "started": "x", "phases": ["e2e"], "machine": {}}, "e2e": e2e,
+                          "targets": []}, "bench/results/x", None)
+    assert "`003b03b`" in md and "| this tree's creates/s / the tree before's | 1.25x | 1.25x |" in md
