@@ -24,10 +24,12 @@ them alike:
     ClusterPolicy ``bench/peers/kyverno-policy.yaml`` (mutate the tier affinity, validate the product
     pin). If Kyverno cannot be built or started, this configuration records ``{"error": ...}``.
 
-With ``before`` (``bench.run --before-tree REV``), a seventh, ``bench-before``: REV's ``gpu-admission
+With ``before`` (``bench.run --before-tree REV``), two more: ``bench-before``, REV's ``gpu-admission
 serve`` (its ``webhook`` package, the Deployment's args and the rendered policy) registered as the same
-two webhooks as the floor app (selecting namespaces labelled ``bench.gpu-admission.io/before=true``):
-a change of the serving layer against the tree before it, end to end, in the same rounds.
+two webhooks as the floor app (selecting namespaces labelled ``bench.gpu-admission.io/before=true``),
+and ``bench-copies``, this tree's server of (c) registered the same way (label
+``bench.gpu-admission.io/copies=true``): the two trees behind identical registrations, a change of the
+serving layer against the tree before it, end to end, in the same rounds.
 
 The pod is the same in all of them: a 4-GPU vLLM Llama-3.1-70B TP4 pod pinned to A100 (admitted by
 every configuration, unchanged by the mutating webhooks). ``webhook-pins`` additionally sends the
@@ -69,7 +71,10 @@ FLOOR_NAME = "bench-floor"
 BEFORE_LABEL = "bench.gpu-admission.io/before"
 BEFORE_NAME = "bench-before"
 BEFORE = ("bench-before", {**OFF, BEFORE_LABEL: "true"})
-"""The namespace of the optional ``before`` configuration (only with ``run(before=...)``)."""
+COPIES_LABEL = "bench.gpu-admission.io/copies"
+COPIES_NAME = "bench-copies"
+COPIES = ("bench-copies", {**OFF, COPIES_LABEL: "true"})
+"""The namespaces of the optional ``before`` and ``copies`` configurations (only with ``run(before=...)``)."""
 
 CEL_POLICY = {
     "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -309,7 +314,7 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
     kyverno_bin, kyverno_facts = _kyverno_build(log)
     kyverno_error: str | None = kyverno_facts.get("error")
     work = Path(tempfile.mkdtemp(prefix="gpu-admission-e2e-bench-"))
-    namespaces = {**NAMESPACES, **({"before": BEFORE} if before else {})}
+    namespaces = {**NAMESPACES, **({"copies": COPIES, "before": BEFORE} if before else {})}
     configs = list(namespaces)
     samples: dict[str, dict[str, list[float]]] = {c: {"sequential": [], "concurrent": []} for c in configs}
     walls: dict[str, dict[str, float]] = {c: {"sequential": 0.0, "concurrent": 0.0} for c in configs}
@@ -333,8 +338,11 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                     cp.namespace(name, labels)
                 cp.apply([CEL_POLICY, CEL_BINDING])
                 cp.apply(floor_configurations(docs, floor_port))
-                if before_port is not None:
-                    cp.apply(floor_configurations(docs, before_port, BEFORE_NAME, BEFORE_LABEL))
+                extra = ({COPIES[0]: floor_configurations(docs, hook.port, COPIES_NAME, COPIES_LABEL),
+                          BEFORE[0]: floor_configurations(docs, before_port, BEFORE_NAME, BEFORE_LABEL)}
+                         if before_port is not None else {})
+                for configurations in extra.values():
+                    cp.apply(configurations)
                 api = _client(cp.kubeconfig)
                 probe = pod("probe", pinned=False)
                 nothing = pod("probe-nothing", pinned=False)
@@ -383,18 +391,17 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                     return all(after.get(n, 0) > before.get(n, 0) for n in floor_names)
 
                 _wait("floor webhooks on bench-floor", floor_in_effect)
-                if before_port is not None:
-                    before_names = [w["name"] for d in floor_configurations(docs, before_port, BEFORE_NAME, BEFORE_LABEL)
-                                    for w in d["webhooks"]]
+                for namespace, configurations in extra.items():
+                    registered = [w["name"] for d in configurations for w in d["webhooks"]]
 
-                    def before_in_effect() -> bool:
+                    def in_effect(namespace: str = namespace, registered: list[str] = registered) -> bool:
                         was = webhook_calls(cp)
-                        if dry_run(BEFORE[0], probe).returncode != 0:
+                        if dry_run(namespace, probe).returncode != 0:
                             return False
                         now = webhook_calls(cp)
-                        return all(now.get(n, 0) > was.get(n, 0) for n in before_names)
+                        return all(now.get(n, 0) > was.get(n, 0) for n in registered)
 
-                    _wait("the tree before's webhooks on bench-before", before_in_effect)
+                    _wait(f"the copied webhooks on {namespace}", in_effect)
                 log("  CEL policy, webhooks, floor" + (", kyverno" if kyverno else "")
                     + " in effect")
                 counter = iter(range(10**9))
@@ -429,7 +436,7 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
 
                 for c in list(configs):
                     measure(c, "warm-up", 0)
-                before = hook.requests_total()
+                requests_before = hook.requests_total()
                 calls_before = webhook_calls(cp)
                 per_round_seq = max(1, sequential // rounds)
                 per_round_con = max(threads, concurrent // rounds)
@@ -440,7 +447,7 @@ def run(sequential: int | None = None, concurrent: int | None = None, threads: i
                         measure(c, "concurrent", per_round_con)
                     log(f"  round {r + 1}/{rounds}: " + ", ".join(
                         f"{c} seq p50 {common.median(samples[c]['sequential']):.1f} ms" for c in configs))
-                reviews = hook.requests_total() - before
+                reviews = hook.requests_total() - requests_before
                 calls_after = webhook_calls(cp)
                 calls = {n: calls_after[n] - calls_before.get(n, 0.0) for n in sorted(calls_after)
                          if calls_after[n] - calls_before.get(n, 0.0)}
@@ -511,12 +518,15 @@ def summarize(configs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float |
             "webhook_rate_over_floor_rate": ratio(rate("webhook", mode), rate("floor", mode)),
             "webhook_rate_over_kyverno_rate": ratio(rate("webhook", mode), rate("kyverno", mode)),
         }
-        if "before" in configs:  # the tree before, served the same way (run(before=...))
+        if "before" in configs:  # both trees behind the floor's registration (run(before=...))
+            copies, was = p50("copies", mode), p50("before", mode)
             summary[mode].update({
-                "before_over_floor_p50_ms": diff(p50("before", mode), floor),
-                "webhook_over_before_p50_ms": diff(hook, p50("before", mode)),
+                "copies_over_floor_p50_ms": diff(copies, floor),
+                "before_over_floor_p50_ms": diff(was, floor),
+                "copies_over_before_p50_ms": diff(copies, was),
+                "copies_rate_over_floor_rate": ratio(rate("copies", mode), rate("floor", mode)),
                 "before_rate_over_floor_rate": ratio(rate("before", mode), rate("floor", mode)),
-                "webhook_rate_over_before_rate": ratio(rate("webhook", mode), rate("before", mode)),
+                "copies_rate_over_before_rate": ratio(rate("copies", mode), rate("before", mode)),
             })
     return summary
 

@@ -8,15 +8,19 @@ in RELIABILITY.md (``bench/reliability/overload.py``).
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import http.client
 import itertools
 import json
 import logging
+import socket
 import threading
 import time
 from typing import Any
 
 import pytest
+from gunicorn.workers.gthread import ThreadWorker
 
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
     StartServer, encode, once, request_json, run_serve, vllm_pod, wait_ready, wait_workers,
@@ -25,7 +29,7 @@ from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
 from webhook.core import settings as settings_mod
 from webhook.server.app import create_app
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
-from webhook.server.gunicorn.overload import QUEUED_AT
+from webhook.server.gunicorn.overload import QUEUED_AT, TASKS_PER_THREAD, stamped_worker
 from webhook.server.probes import LISTENER, PROBE
 
 PROBE_ENV = {LISTENER: PROBE}  # /metrics answers on the probe port only (its listener's environ key)
@@ -185,3 +189,67 @@ def test_idle_handshaken_connections_do_not_hold_the_threads(start_server: Start
     finally:
         for sock in idle:
             sock.close()
+
+
+class _Pool:
+    """What ``ThreadWorker.enqueue_req`` uses of its thread pool: ``submit`` (recorded, never run)."""
+
+    def __init__(self) -> None:
+        self.submitted: list[Any] = []
+
+    def submit(self, fn: Any, conn: Any) -> Any:
+        self.submitted.append(conn)
+        return concurrent.futures.Future()
+
+
+class _Conn:
+    """A connection as the worker's main loop sees it; its socket is a closed-on-demand socketpair end."""
+
+    def __init__(self, initialized: bool = False) -> None:
+        self.sock, self._peer = socket.socketpair()
+        self.initialized = initialized
+
+    def close(self) -> None:
+        self.sock.close()
+        self._peer.close()
+
+
+def bare_accepting_worker(threads: int, max_queue_age: float) -> Any:
+    cls = stamped_worker(ThreadWorker, max_queue_age=max_queue_age)
+    worker = cls.__new__(cls)
+    worker.cfg = type("Cfg", (), {"threads": threads})()
+    worker.tpool = _Pool()
+    worker.nr_conns = 0
+    worker.log = logging.getLogger("test.accepting")
+    worker._new = collections.deque()  # what init_process creates
+    return worker
+
+
+def test_new_connections_wait_behind_queued_work_and_stale_ones_are_closed_before_their_handshake() -> None:
+    """Under overload the handshakes of new connections must not crowd out the work already queued
+    (RELIABILITY.md, "Overload"): past TASKS_PER_THREAD tasks per thread a new connection waits, is
+    submitted as a task finishes, and is closed unhandshaken once it waited past max_queue_age.
+    Requests on connections already set up are never held back."""
+    worker = bare_accepting_worker(threads=2, max_queue_age=0.2)
+    limit = TASKS_PER_THREAD * 2
+    conns = [_Conn() for _ in range(limit + 3)]
+    try:
+        for conn in conns:
+            worker.nr_conns += 1
+            worker.enqueue_req(conn)
+        assert worker.tpool.submitted == conns[:limit] and list(worker._new) == conns[limit:]
+        established = _Conn(initialized=True)
+        worker.enqueue_req(established)  # a keep-alive request: never waits behind new connections
+        assert worker.tpool.submitted[-1] is established
+        assert worker._tasks == limit + 1
+        worker._tasks -= 3  # three tasks finished (finish_request's count): two new connections go, oldest first
+        worker._admit_new()
+        assert worker.tpool.submitted[-2:] == conns[limit:limit + 2] and list(worker._new) == conns[limit + 2:]
+        time.sleep(0.3)  # the last one waits past max_queue_age while the threads stay busy
+        worker._admit_new()
+        assert not worker._new and worker.nr_conns == limit + 2
+        assert conns[-1].sock.fileno() == -1  # closed, never handed to a thread
+        assert conns[-1] not in worker.tpool.submitted
+    finally:
+        for conn in conns + [established]:
+            conn.close()

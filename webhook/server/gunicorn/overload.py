@@ -3,6 +3,8 @@
 1. A review that has waited longer than kube-apiserver waits is not judged (below).
 2. (A connection that has sent nothing, or only part of a request, waits in the poller, not in a
    thread: :mod:`webhook.server.gunicorn.reading`.)
+3. A new connection waits behind the work already queued, and is closed before its handshake once it
+   has waited too long (below, "Accepting").
 
 kube-apiserver gives a webhook ``timeoutSeconds`` (3 s in the manifests) and then applies the
 failurePolicy. gunicorn's gthread worker queues requests in its thread pool without a bound in time:
@@ -24,10 +26,24 @@ leaves the queue still needs up to a second or two to be judged and answered (16
 workers' GILs) and the client has spent part of its 3 s on the connection, so with a 2.5 s limit most
 judged reviews arrived after kube-apiserver had given up; with 1 s they arrive in time. An unloaded
 server queues reviews for milliseconds, so the limit only ever acts under overload.
+
+Accepting. A new connection is work before it is a request: its TLS handshake is the dearest step a
+connection costs. While threads blocked on a connection until its request came, they bounded that
+work by themselves (16 at a time), and a connection that waited longer than ``max_queue_age`` for a
+thread was closed before its handshake, at no cost. Since handshakes advance without a thread
+waiting (:mod:`~webhook.server.gunicorn.reading`), nothing bounded them: at 3x the measured capacity
+the workers handshook every connection Go's client dialled, the callers waited out their 3 s instead
+of being refused, and the connections held memory (RELIABILITY.md, "Overload", 4 Dec). So a new
+connection goes to the threads only while fewer than :data:`TASKS_PER_THREAD` tasks per thread are
+queued or running; otherwise it waits, oldest first, behind that work (requests on established
+connections, and handshakes already begun, go first), and one that has waited past
+``max_queue_age`` is closed before its handshake: the fast failure kube-apiserver acts on. A slow
+or stalled client takes no task: its bytes are read in the poller.
 """
 
 from __future__ import annotations
 
+import collections
 import socket
 import struct
 import threading
@@ -36,6 +52,10 @@ from typing import Any, Callable
 
 QUEUED_AT = "gpu_admission.queued_at"
 """WSGI environ key: ``time.monotonic()`` minus the time the request waited for a thread."""
+
+TASKS_PER_THREAD = 2
+"""A new connection goes to the threads only while fewer than this many tasks per thread are queued or
+running (module docstring, "Accepting"): one running and one waiting each, a few milliseconds of work."""
 
 _current = threading.local()
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
@@ -87,9 +107,59 @@ def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
         _stale_connections = 0
         _stale_logged = 0.0
 
+        _tasks = 0
+        _new: collections.deque[Any]
+
+        def init_process(self) -> None:
+            self._new = collections.deque()
+            super().init_process()
+
         def enqueue_req(self, conn: Any) -> None:
             conn.gpu_admission_queued_at = time.monotonic()
+            if (not conn.initialized and not getattr(conn, "gpu_admission_started", False)
+                    and self._tasks >= TASKS_PER_THREAD * self.cfg.threads):
+                self._new.append(conn)  # behind the work already queued (module docstring, "Accepting")
+                return
+            self._submit(conn)
+
+        def _submit(self, conn: Any) -> None:
+            conn.gpu_admission_started = True
+            self._tasks += 1  # enqueue_req and finish_request both run on the worker's main loop
             super().enqueue_req(conn)
+
+        def finish_request(self, conn: Any, fs: Any) -> None:
+            self._tasks -= 1
+            super().finish_request(conn, fs)
+            self._admit_new()
+
+        def _admit_new(self) -> None:
+            """New connections, oldest first, to the threads while they have room; one that has waited
+            past ``max_queue_age`` is closed before its handshake (its caller is about to give up)."""
+            if not self._new:
+                return
+            limit = TASKS_PER_THREAD * self.cfg.threads
+            now = time.monotonic()
+            while self._new:
+                conn = self._new[0]
+                waited = now - conn.gpu_admission_queued_at
+                in_kernel = kernel_wait(conn.sock)
+                if in_kernel is not None and in_kernel > waited:
+                    waited = in_kernel
+                if max_queue_age and waited > max_queue_age:
+                    self._new.popleft()
+                    self.nr_conns -= 1
+                    self._close_stale(conn, waited)
+                elif self._tasks < limit:
+                    self._new.popleft()
+                    self._submit(conn)
+                else:
+                    return
+
+        def wait_for_and_dispatch_events(self, timeout: Any) -> None:
+            if self._new:  # wake up to close the ones that waited too long
+                timeout = min(timeout, 0.1)
+            super().wait_for_and_dispatch_events(timeout)
+            self._admit_new()
 
         def handle(self, conn: Any) -> Any:
             now = time.monotonic()
