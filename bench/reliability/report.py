@@ -223,7 +223,8 @@ OVERLOAD_RUNS = (("overload_before", "before this issue (commit 2b4717c: plain g
                  ("overload_2_5", "shedding at 2.5 s (`--max-queue-age 2.5`)"),
                  ("overload_29nov", "**shedding at 1 s (the default)** (29 Nov)"),
                  ("overload_1dec", "shedding at 1 s, after the connection-count and close fixes (1 Dec)"),
-                 ("overload", "**the default at HEAD** (4 Dec: requests read whole in the poller, probes on their own port)"))
+                 ("overload_4dec_reading", "requests read whole in the poller, probes on their own port (4 Dec, 56dd7a5)"),
+                 ("overload", "**the default at HEAD** (4 Dec: new connections wait behind queued work)"))
 
 
 def overload_summary(_: dict[str, Any]) -> str:
