@@ -222,6 +222,7 @@ def bare_accepting_worker(threads: int, max_queue_age: float) -> Any:
     worker.nr_conns = 0
     worker.log = logging.getLogger("test.accepting")
     worker._new = collections.deque()  # what init_process creates
+    worker.alive = True
     return worker
 
 
@@ -252,4 +253,21 @@ def test_new_connections_wait_behind_queued_work_and_stale_ones_are_closed_befor
         assert conns[-1] not in worker.tpool.submitted
     finally:
         for conn in conns + [established]:
+            conn.close()
+
+
+def test_a_stopping_worker_hands_its_waiting_connections_to_the_threads() -> None:
+    """At SIGTERM gthread lets submitted tasks finish; a connection still waiting here would be closed
+    unanswered at exit, a lost review at every rollout under load."""
+    worker = bare_accepting_worker(threads=1, max_queue_age=5.0)
+    conns = [_Conn() for _ in range(TASKS_PER_THREAD + 2)]
+    try:
+        for conn in conns:
+            worker.enqueue_req(conn)
+        assert len(worker._new) == 2
+        worker.alive = False  # gunicorn's SIGTERM handler
+        worker._admit_new()
+        assert not worker._new and worker.tpool.submitted == conns
+    finally:
+        for conn in conns:
             conn.close()

@@ -137,7 +137,10 @@ def stamped_worker(base: Any, max_queue_age: float | None = None) -> type:
             past ``max_queue_age`` is closed before its handshake (its caller is about to give up)."""
             if not self._new:
                 return
-            limit = TASKS_PER_THREAD * self.cfg.threads
+            # a stopping worker hands every waiting connection to its threads: gthread lets the tasks
+            # it has submitted finish within graceful_timeout, and a connection left here would be
+            # dropped unanswered at exit (kube-apiserver does not retry a fresh connection)
+            limit = TASKS_PER_THREAD * self.cfg.threads if self.alive else float("inf")
             now = time.monotonic()
             while self._new:
                 conn = self._new[0]
