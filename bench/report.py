@@ -359,16 +359,25 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
                 "the floor, the tree before), each against the same floor:")
             add("")
             add("| traffic | connections | endpoint | throughput ratio now / before | p50 ratio now / before | "
-                "p99 ratio now / before | req/s now / before | errors before |")
-            add("|---|---|---|---|---|---|---|---|")
+                "p99 ratio now / before | req/s now / before | now / before, round by round | floor's spread | "
+                "worse beyond noise | errors before |")
+            add("|---|---|---|---|---|---|---|---|---|---|---|")
             for row in server["summary"]:
                 if "before" not in row:
                     continue
                 a, c = row["gpu-admission"], row["before"]
+                rounds = ", ".join(f"{x:.2f}" for x in row.get("before_round_ratios", []))
+                worse = {True: "**yes**", False: "no"}.get(row.get("before_beyond_noise"), "too few rounds")
                 add(f"| {row.get('traffic', 'cold')} | {row['connections']} | /{row['endpoint']} | "
                     f"{_f(row['rps_ratio'])} / {_f(row['before_rps_ratio'])} | {_f(row['p50_ratio'])} / "
                     f"{_f(row['before_p50_ratio'])} | {_f(row['p99_ratio'])} / {_f(row['before_p99_ratio'])} | "
-                    f"{a['rps']:.0f} / {c['rps']:.0f} | {c['errors']} |")
+                    f"{a['rps']:.0f} / {c['rps']:.0f} | {rounds} (median {_f(row.get('before_paired_ratio'))}) | "
+                    f"{_f(row.get('floor_round_spread'))} | {worse} | {c['errors']} |")
+            add("")
+            add("*Round by round*: this tree's req/s over the tree before's in each round (the two ran seconds "
+                "apart). *Floor's spread*: the floor's slowest round over its fastest in the same cell, the "
+                "noise a ratio of medians carries on this VM. *Worse beyond noise*: a sign test on the round "
+                "ratios, every one of at least 5 rounds has this tree slower (1 in 32 by chance).")
             add("")
         for c in server["connections"]:
             add(f"![server CDF, {c} connections]({png_dir}/server-cdf-c{c}.png)")

@@ -215,7 +215,7 @@ def run(work: Path | None = None, seconds: float | None = None, rounds: int | No
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed (make bench installs it with apt-get)")
     seconds = seconds or common.scaled(10, 2)
-    rounds = rounds or int(common.scaled(3, 1))
+    rounds = rounds or int(common.scaled(MIN_PAIRED_ROUNDS if before else 3, 1))
     memory_requests = memory_requests or int(common.scaled(100_000, 5_000))
     warmup_requests = warmup_requests or int(common.scaled(WARMUP_REQUESTS, 1_000))
     own_work = work is None
@@ -345,8 +345,36 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["before_p50_ratio"] = c["p50_ms"] / b["p50_ms"] if b["p50_ms"] else None
             row["before_p99_ratio"] = c["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
             row["before_rps_ratio"] = c["rps"] / b["rps"] if b["rps"] else None
+            row.update(paired_rounds([r for r in runs if r.get("traffic", "cold") == traffic
+                                      and r["connections"] == conns and r["endpoint"] == endpoint]))
         rows.append(row)
     return rows
+
+
+def paired_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """This tree's throughput over the tree before's, round by round, and whether it is worse beyond
+    noise.
+
+    The two trees run seconds apart in each round, so a round's ratio cancels most of what this VM's
+    speed does from minute to minute (the floor's own req/s moves by up to 40% between rounds of one
+    cell, ``floor_round_spread``: its slowest round over its fastest), which a ratio of medians does
+    not. "Worse beyond noise" is a sign test on the round ratios: every one of at least
+    :data:`MIN_PAIRED_ROUNDS` rounds has this tree slower (by chance alone at most 1 in 2^5 = 32);
+    with fewer rounds it is not decided (None)."""
+    by_round: dict[int, dict[str, float]] = {}
+    for r in runs:
+        by_round.setdefault(r.get("round", 0), {})[r["server"]] = r["rps"]
+    ratios = [v["gpu-admission"] / v[BEFORE] for _, v in sorted(by_round.items())
+              if v.get(BEFORE) and "gpu-admission" in v]
+    floor = [v["floor"] for v in by_round.values() if v.get("floor")]
+    worse = all(x < 1 for x in ratios) if len(ratios) >= MIN_PAIRED_ROUNDS else None
+    return {"before_round_ratios": ratios, "before_paired_ratio": common.median(ratios) if ratios else None,
+            "floor_round_spread": min(floor) / max(floor) if floor else None, "before_beyond_noise": worse}
+
+
+MIN_PAIRED_ROUNDS = 5
+"""Rounds a comparison with the tree before needs to be decided (``paired_rounds``); the server phase
+runs this many when a tree before is served."""
 
 
 if __name__ == "__main__":  # pragma: no cover

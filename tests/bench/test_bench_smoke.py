@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -282,3 +284,24 @@ def test_e2e_summary_compares_a_tree_before_against_the_same_floor() -> None:
     md = report.markdown({"meta": {"stamp": "s", "started": "x", "phases": ["e2e"], "machine": {}}, "e2e": e2e,
                           "targets": []}, "bench/results/x", None)
     assert "`003b03b`" in md and "| this tree's creates/s / the tree before's | 1.25x | 1.25x |" in md
+
+
+@pytest.mark.parametrize(("now", "before", "worse"), [
+    pytest.param([90, 95, 80, 99, 70], [100] * 5, True, id="slower-in-every-round"),
+    pytest.param([90, 95, 80, 101, 70], [100] * 5, False, id="one-round-faster"),
+    pytest.param([50, 50, 50, 50], [100] * 4, None, id="too-few-rounds-to-tell"),
+])
+def test_the_tree_before_is_compared_round_by_round_with_a_sign_test(now, before, worse) -> None:
+    """A ratio of medians over a few rounds moves with this VM's speed (the floor's own req/s moves by
+    up to 40% between rounds); the rows also carry each round's ratio and a sign test on them."""
+    from bench import server_bench
+
+    floor = [1000, 600, 800, 900, 700][:len(now)]
+    runs = [{"server": server, "endpoint": "mixed", "connections": 8, "traffic": "realistic", "round": r,
+             "rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0, "percentiles_ms": {"50": 1.0}}
+            for r in range(len(now))
+            for server, rps in (("gpu-admission", now[r]), ("floor", floor[r]), ("before", before[r]))]
+    (row,) = server_bench.summarize(runs)
+    assert row["before_round_ratios"] == [n / b for n, b in zip(now, before)]
+    assert row["before_beyond_noise"] is worse
+    assert row["floor_round_spread"] == min(floor) / max(floor)
