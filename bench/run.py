@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -75,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+    missing = [m for m in ("matplotlib",) if importlib.util.find_spec(m) is None]
+    if missing:  # found before the phases run, not after 25 minutes of them (the plots need it)
+        parser.error(f"{', '.join(missing)} is not installed: pip install -r bench/requirements.txt "
+                     "(make bench does)")
     started = datetime.datetime.now(datetime.timezone.utc)
     stamp = started.strftime("%Y%m%dT%H%M%SZ") + (f"-{args.label}" if args.label else "")
     out = RESULTS / stamp

@@ -452,6 +452,28 @@ def test_install_copies_a_checked_pair(tmp_path: Path) -> None:
     assert (overlay / "tls.key").stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("with_audit", [True, False], ids=["audit-sibling", "no-audit-sibling"])
+def test_install_says_audit_first_where_the_overlay_has_an_audit_sibling(tmp_path: Path, with_audit: bool) -> None:
+    """Every guide rolls out in audit first: `make manifests` must not point at the enforce overlay
+    alone (issue 26). The shipped overlay has its `-audit` sibling (checked on the real tree too)."""
+    certs.write(certs.issue(service=SERVICE, namespace=NAMESPACE), tmp_path / "certs")
+    overlay = tmp_path / "generated-certs"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("kind: Kustomization\n")
+    if with_audit:
+        (tmp_path / "generated-certs-audit").mkdir()
+        (tmp_path / "generated-certs-audit" / "kustomization.yaml").write_text("kind: Kustomization\n")
+    err = _Sink()
+    assert install.main(["--certs", str(tmp_path / "certs"), "--overlay", str(overlay)], err=err) == 0
+    lines = [line for line in err.text.splitlines() if "kubectl apply -k" in line]
+    if with_audit:
+        assert len(lines) == 2 and lines[0].endswith(f"kubectl apply -k {overlay}-audit"), err.text
+        assert lines[0].startswith("first rollout, audit") and lines[1].endswith(f"kubectl apply -k {overlay}")
+    else:
+        assert lines == [f"install with: kubectl apply -k {overlay}"], err.text
+    assert "first rollout, audit" in install.next_steps(ROOT / "manifests/overlays/generated-certs")
+
+
 @pytest.mark.parametrize("problem", ["other-service", "other-ca", "expired", "missing", "no-overlay"])
 def test_install_refuses_a_pair_the_apiserver_would_reject(tmp_path: Path, problem: str) -> None:
     certs_dir, overlay = tmp_path / "certs", tmp_path / "overlay"

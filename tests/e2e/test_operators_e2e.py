@@ -38,7 +38,7 @@ import pytest
 import yaml
 
 from control_plane import ROOT, ControlPlane, Installed, create_nodes, gpu_node
-from objects import PRODUCT_LABEL
+from objects import PRODUCT_LABEL, stand_in_crd
 from operators_plane import Operators, running_operators, wait_established
 from test_scheduling import _pod, lws_group
 
@@ -293,17 +293,6 @@ def test_b_leaderworkerset_groups_each_land_on_one_product(
 
 
 # --- (c) RayCluster -------------------------------------------------------------------------------
-
-def stand_in_crd(group: str, version: str, kind: str, plural: str) -> dict:
-    """A minimal namespaced CRD, a stand-in for an operator this e2e does not run: any spec is kept
-    (x-kubernetes-preserve-unknown-fields), no validation, no defaults, no status subresource."""
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}"},
-            "spec": {"group": group, "scope": "Namespaced",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
-
 
 def install_stand_in(cp: ControlPlane, crd: dict) -> None:
     cp.apply([crd])

@@ -120,9 +120,19 @@ def main(argv: Sequence[str] | None = None, *, err: TextIO | None = None) -> int
     except OSError as exc:
         print(f"webhook.cli.install: cannot write {exc.filename}: {exc.strerror or exc}", file=err)
         return 2
-    print(f"wrote {', '.join(str(p) for p in written)}; install with: kubectl apply -k {args.overlay}",
-          file=err)
+    print(f"wrote {', '.join(str(p) for p in written)}", file=err)
+    print(next_steps(Path(args.overlay)), file=err)
     return 0
+
+
+def next_steps(overlay: Path) -> str:
+    """What to apply next, audit first as every guide says (docs/install.md, "Rollout"): the overlay's
+    ``-audit`` sibling where it has one (``generated-certs-audit`` includes ``generated-certs``)."""
+    audit = overlay.with_name(f"{overlay.name}-audit")
+    if (audit / "kustomization.yaml").is_file():
+        return (f"first rollout, audit (every namespace admitted with warnings): kubectl apply -k {audit}\n"
+                f"then enforce, once the warnings are read:                    kubectl apply -k {overlay}")
+    return f"install with: kubectl apply -k {overlay}"
 
 
 if __name__ == "__main__":  # pragma: no cover
