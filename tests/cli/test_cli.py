@@ -79,9 +79,10 @@ def test_json_shape(files: dict[str, Path]) -> None:
     code, out, _ = run("check", str(files["good"]), str(files["bad"]), "--output", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged", "templated", "errors"}
+    assert set(doc["summary"]) == {"checked", "allowed", "denied", "warned", "unjudged", "templated", "errors",
+                                   "unreadable"}
     assert doc["summary"] == {"checked": 2, "allowed": 1, "denied": 1, "warned": 0, "unjudged": 0, "templated": 0,
-                              "errors": 0}
+                              "errors": 0, "unreadable": 0}
     good, bad = doc["results"]
     for r in doc["results"]:
         assert {"source", "apiVersion", "kind", "name", "namespace", "allowed", "mode", "profile", "tier",
@@ -153,9 +154,9 @@ def test_bad_yaml_names_file_and_line(tmp_path: Path, content: str, needle: str)
     good = tmp_path / "a-good.yaml"
     good.write_text(GOOD_POD)
     code, out, err = run("check", str(tmp_path))
-    assert code == 2
-    assert out == ""  # nothing half-printed
-    assert str(f) + needle in err
+    assert code == 2  # after everything is printed: the bad file is one ERROR line, the rest judged
+    assert f"ERROR {f}{needle}: invalid YAML" in out, out
+    assert f"OK    {good}#0" in out and "1 file(s) not read" in out, out
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
@@ -189,8 +190,8 @@ def test_config_changes_decisions(files: dict[str, Path], tmp_path: Path) -> Non
 def test_not_utf8(tmp_path: Path) -> None:
     f = tmp_path / "bin.yaml"
     f.write_bytes(b"\xff\xfe\x00garbage")
-    code, _, err = run("check", str(f))
-    assert code == 2 and "UTF-8" in err
+    code, out, _ = run("check", str(f))
+    assert code == 2 and f"ERROR {f}: not UTF-8 text: not judged" in out, out
 
 
 def test_explain(files: dict[str, Path]) -> None:

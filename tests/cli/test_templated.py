@@ -115,7 +115,7 @@ def test_a_template_is_reported_not_denied(case: Case) -> None:
     assert row["found"] == "templated" and row["reason"] == case.templated
     assert row["allowed"] is True and row["violations"] == [] and row["patch"] == []
     assert doc["summary"] == {"checked": 0, "allowed": 0, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
-                              "errors": 0}
+                              "errors": 0, "unreadable": 0}
     _, out, _ = run("check", "-", stdin=case.manifest)
     first, detail, last = out.splitlines()
     assert first == f"SKIP  <stdin>#0  Deployment ai/llama: {MESSAGE}"
@@ -146,7 +146,7 @@ def test_json_shape() -> None:
     assert templated["profile"]["gpus_per_pod"] == 0
     assert judged["found"] == "kind" and judged["tier"] == "cost"
     assert doc["summary"] == {"checked": 1, "allowed": 1, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
-                              "errors": 0}
+                              "errors": 0, "unreadable": 0}
 
 
 def test_junit_shape() -> None:
@@ -215,10 +215,13 @@ def test_explain_says_templated() -> None:
 
 
 def test_an_unrendered_chart_file_says_to_render_it(tmp_path: Path) -> None:
-    """A chart's template with ``{{- include ... }}`` lines is not YAML: still exit 2, with the advice."""
+    """A chart's template with ``{{- include ... }}`` lines is not YAML: one SKIP line with the advice
+    (exit 1 under --strict, as any templated object), not an input error that ends the run."""
     path = tmp_path / "deployment.yaml"
     path.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  labels:\n    {{- include \"x.labels\" . | nindent 4 }}\n"
                     "spec: {}\n")
     code, out, err = run("check", str(path))
-    assert code == 2 and out == ""
-    assert "invalid YAML" in err and "a template? render it first: helm template / envsubst / kustomize" in err
+    assert code == 0 and err == ""
+    assert out.startswith(f"SKIP  {path}:5: invalid YAML") and "a template? render it first" in out, out
+    assert "1 templated (not judged)" in out
+    assert run("check", str(path), "--strict")[0] == 1

@@ -9,8 +9,7 @@ has to be pickled to start them) and the rows brought back in input order.
 What stays exactly as in one process: the rows, their order and their ``file#index`` sources (each
 group of documents reports how many documents it held, and indices are renumbered here), and the
 errors: any group that does not parse sends its whole file through ``sources.parse_stream`` again,
-so the message (file and line) is the one a serial run gives, and the first bad file in input order
-is the one reported. A stream is only split where a split cannot change what PyYAML reads: at lines
+so the message (file and line) is the one a serial run gives, in the file's place among the rows. A stream is only split where a split cannot change what PyYAML reads: at lines
 that are exactly ``---`` (optionally a comment), and not at all when the file holds directives
 (``%YAML``), document end markers (``...``) or a ``---`` line followed by content (``--- |``, a root
 block scalar, may hold ``---`` lines at column 0). Anything unexpected from a worker (a dead process)
@@ -45,6 +44,9 @@ _UNSPLITTABLE = re.compile(r"\n(?:%|\.\.\.(?:[ \t]|\n|\Z)|---[ \t]+[^\s#])")
 
 Judge = Callable[[Sequence[sources.Document]], list[Row]]
 """Documents -> rows (``cli._rows`` with the run's settings, mode and inventory bound)."""
+Problem = Callable[[str, sources.Unreadable], list[Row]]
+"""A file that cannot be read or parsed -> its rows (``check``: one error or "render first" row)."""
+Texts = Sequence[tuple[str, "str | sources.Unreadable"]]
 
 
 def default_jobs() -> int:
@@ -85,9 +87,11 @@ class _Done:
     failed: bool = False
 
 
-def _groups(texts: Sequence[tuple[str, str]], jobs: int) -> list[_Group] | None:
+def _groups(texts: Texts, jobs: int) -> list[_Group] | None:
     pieces: list[tuple[int, str, list[str]]] = []
     for i, (name, text) in enumerate(texts):
+        if isinstance(text, sources.Unreadable):
+            continue  # no documents: its row is made where the rows are put in order
         split = split_documents(text)
         pieces.append((i, name, split if split is not None else [text]))
     total = sum(len(p[2]) for p in pieces)
@@ -115,18 +119,34 @@ def _work(group: _Group) -> _Done:
     return _Done(group.file, count, rows)
 
 
-def judge_texts(texts: Sequence[tuple[str, str]], judge: Judge, *, jobs: int) -> list[Row]:
+def _raise(name: str, problem: sources.Unreadable) -> list[Row]:
+    raise sources.InputError(problem.reason if problem.reason.startswith(name) else f"{name}: {problem.reason}",
+                             templated=problem.templated)
+
+
+def judge_texts(texts: Texts, judge: Judge, *, jobs: int, problem: Problem = _raise) -> list[Row]:
     """Rows of every document of ``texts`` ((name, text) pairs, in input order), judged by ``judge``,
-    in ``jobs`` processes when there are enough documents. Raises ``sources.InputError`` like
-    ``sources.parse_stream`` on the first file that does not parse."""
+    in ``jobs`` processes when there are enough documents. A file that cannot be read (an
+    :class:`~webhook.cli.sources.Unreadable` text) or parsed gives ``problem``'s rows in its place;
+    by default ``problem`` raises ``sources.InputError``, as ``sources.parse_stream`` does."""
     groups = _groups(texts, jobs) if jobs > 1 else None
     if groups is not None:
         done = _run_pool(groups, judge, jobs)
         if done is not None:
-            rows = _assemble(texts, done)
-            if rows is not None:
-                return rows
-    docs = [d for name, text in texts for d in sources.parse_stream(text, name)]
+            return _assemble(texts, done, judge, problem)
+    rows: list[Row] = []
+    for name, text in texts:
+        rows.extend(_serial(name, text, judge, problem))
+    return rows
+
+
+def _serial(name: str, text: "str | sources.Unreadable", judge: Judge, problem: Problem) -> list[Row]:
+    if isinstance(text, sources.Unreadable):
+        return problem(name, text)
+    try:
+        docs = sources.parse_stream(text, name)
+    except sources.InputError as exc:
+        return problem(name, sources.Unreadable(str(exc), templated=exc.templated))
     return judge(docs)
 
 
@@ -148,17 +168,20 @@ def _run_pool(groups: list[_Group], judge: Judge, jobs: int) -> list[_Done] | No
         _judge = None
 
 
-def _assemble(texts: Sequence[tuple[str, str]], done: list[_Done]) -> list[Row] | None:
-    failed = [d.file for d in done if d.failed]
-    if failed:
-        name, text = texts[min(failed)]
-        sources.parse_stream(text, name)  # raises the serial run's error for the first bad file
-        return None  # it parsed whole after all: let the serial run decide everything
-    rows: list[Row] = []
-    offsets: dict[int, int] = {}
+def _assemble(texts: Texts, done: list[_Done], judge: Judge, problem: Problem) -> list[Row]:
+    """The workers' rows in input order; a file one of whose groups did not parse (the split may
+    have cut what only parses whole) is read again here, whole, as the serial run reads it."""
+    failed = {d.file for d in done if d.failed}
+    by_file: dict[int, list[_Done]] = {}
     for d in done:
-        base = offsets.get(d.file, 0)
-        name = texts[d.file][0]
-        rows.extend(replace(row, source=f"{name}#{base + local}") for local, row in d.rows)
-        offsets[d.file] = base + d.documents
+        by_file.setdefault(d.file, []).append(d)
+    rows: list[Row] = []
+    for i, (name, text) in enumerate(texts):
+        if i in failed or isinstance(text, sources.Unreadable):
+            rows.extend(_serial(name, text, judge, problem))
+            continue
+        base = 0
+        for d in by_file.get(i, []):
+            rows.extend(replace(row, source=f"{name}#{base + local}") for local, row in d.rows)
+            base += d.documents
     return rows

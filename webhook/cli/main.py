@@ -48,12 +48,14 @@ examples:
   gpu-admission check examples/
   helm template my-chart | gpu-admission check - --output junit > report.xml
   gpu-admission check deploy.yaml --mode audit --output json
+  gpu-admission check . --strict --exclude 'tests/*' --output github
 
-templated objects (nvidia.com/gpu: $GPU_PER_NODE, "{{ .Values.gpus }}", empty) are reported
-SKIP templated, not denied: render them first (helm template / envsubst / kustomize)
+templated objects (nvidia.com/gpu: $GPU_PER_NODE, "{{ .Values.gpus }}", empty) and the files of
+a Helm chart's templates/ are reported SKIP, not denied: render them first (helm template /
+envsubst / kustomize). A file that cannot be read or parsed is one ERROR line; the rest is judged.
 
 exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged or
-templated), 2 usage or input error"""
+templated), 2 usage error, a file not read, an internal error, or (with --strict) no manifests"""
 
 
 _POLICY_CHECK_DESCRIPTION = """\
@@ -117,9 +119,15 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
         description="Judge Kubernetes manifests offline with the same engine as the live webhook.",
         epilog=_CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("paths", nargs="*", metavar="PATH",
-                       help="files, directories (recursive *.yaml, *.yml, *.json) or - for stdin")
-    check.add_argument("--output", choices=("text", "json", "junit"), default="text",
-                       help="report format (default: text)")
+                       help="files, directories (recursive *.yaml, *.yml, *.json; hidden files and "
+                            "directories, node_modules and what git ignores are skipped) or - for stdin")
+    check.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                       help="skip the files and directories a glob matches while searching a directory: "
+                            "a path relative to it (charts/*, *.json) or a name (vendor); repeatable. "
+                            "A file named as PATH is always read")
+    check.add_argument("--output", choices=("text", "json", "junit", "github"), default="text",
+                       help="report format (default: text); github: workflow commands, an annotation on "
+                            "the file and line of each denied, warned, skipped or unread object")
     check.add_argument("--mode", choices=MODES, default=None,
                        help="enforce: violations deny; audit: admit and warn (default: the policy's mode)")
     check.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
@@ -365,15 +373,18 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
     return rows
 
 
-def _context(texts: Sequence[tuple[str, str]]) -> dict[tuple[str, str, str], Any]:
+def _context(texts: Sequence[tuple[str, str | sources.Unreadable]]) -> dict[tuple[str, str, str], Any]:
     """The objects other objects of the input take their pods or env from (a TrainJob's runtime, a
     ConfigMap), found in any file of the input. Only a text that names such a kind is parsed here
     (twice, then: the price of reading a Deployment's ConfigMap); the worker processes of ``check``
     inherit the result."""
     objects = []
     for name, text in texts:
-        if any(kind in text for kind in engine.CONTEXT_KINDS):
-            objects += [obj for doc in sources.parse_stream(text, name) for _, obj in documents(doc.obj)]
+        if isinstance(text, str) and any(kind in text for kind in engine.CONTEXT_KINDS):
+            try:
+                objects += [obj for doc in sources.parse_stream(text, name) for _, obj in documents(doc.obj)]
+            except sources.InputError:
+                continue  # reported as the file's own row
     return engine.runtime_context(objects)
 
 
@@ -394,23 +405,38 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     try:
         settings = settings_mod.load(args.config, read=Path.read_bytes)
-        texts = sources.read(args.paths)
+        texts = sources.read(args.paths, exclude=args.exclude)
         fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
         mutate = False if args.no_mutate else None
         context = _context(texts)
+        mode = args.mode or settings.mode
 
         def judge(docs: Sequence[sources.Document]) -> list[report.Row]:
             return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet, context=context)
 
-        rows = check_pool.judge_texts(texts, judge, jobs=args.jobs or check_pool.default_jobs())
+        def problem(name: str, why: sources.Unreadable) -> list[report.Row]:
+            return [report.unreadable(name, why.reason, templated=why.templated, mode=mode)]
+
+        rows = check_pool.judge_texts(texts, judge, jobs=args.jobs or check_pool.default_jobs(), problem=problem)
     except (SettingsError, sources.InputError) as exc:
         print(f"gpu-admission: {exc}", file=err)
         return EXIT_USAGE
-    render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
-    out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
+    if args.output == "github":
+        from webhook.cli import github  # only this format needs it
+
+        out.write(redact(github.render(rows, {name: text for name, text in texts if isinstance(text, str)})))
+    else:
+        render = {"json": report.render_json, "junit": report.render_junit, "text": report.render_text}
+        out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":
         out.write("\n")
-    if any(report.is_failed(r) for r in rows):
+    if not rows:  # nothing to judge: a path typo in CI must not pass as "all admitted"
+        where = ", ".join(args.paths)
+        print(f"gpu-admission check: {'error' if args.strict else 'warning'}: no manifests found in {where} "
+              f"({len(texts)} file(s) read; searched *.yaml, *.yml, *.json, without hidden, ignored and "
+              "--exclude'd paths)", file=err)
+        return EXIT_USAGE if args.strict else EXIT_OK
+    if any(report.is_error(r) for r in rows):
         return EXIT_USAGE
     denied = any(not r.result.decision.allowed for r in rows)
     skipped = any(report.is_unjudged(r) or report.is_templated(r) for r in rows)

@@ -58,6 +58,34 @@ def failed(obj: Any, pointer: str, exc: BaseException, mode: str) -> TemplateRes
     return TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind=kind), decision, ())
 
 
+UNREADABLE = "unreadable"
+"""``found`` of a row standing for a file that could not be read or parsed: reported in its place
+among the others, and ``check`` exits 2 once everything is printed."""
+
+
+def unreadable(name: str, reason: str, *, templated: bool, mode: str) -> Row:
+    """The one row of a file that was not read: ERROR (``unreadable``), or SKIP "render first" when
+    it is a template (a Helm chart's ``templates/``, or ``{{ ... }}`` that is not YAML). Not
+    admitted, so a tool reading only ``allowed`` does not take it for a pass; its note the reason
+    (which names the file and line where the parser says)."""
+    note = reason if reason.startswith(name) else f"{name}: {reason}"
+    found = TEMPLATED if templated else UNREADABLE
+    template = PodTemplate("", {}, {}, kind="file", found=found, patchable=False, notes=(note,))
+    warnings = (note,) if templated else ()
+    decision = Decision(allowed=templated, mode=mode, tier=None, placement=None, warnings=warnings)
+    return Row(name, None, "", TemplateResult(template, WorkloadProfile(gpus_per_pod=0, kind="file"), decision, ()))
+
+
+def is_unreadable(row: Row) -> bool:
+    """A file that could not be read or parsed (:func:`unreadable`): ``check`` exits 2."""
+    return row.result.template.found == UNREADABLE
+
+
+def is_error(row: Row) -> bool:
+    """Either kind of error row: an object the engine raised on, or a file not read."""
+    return is_failed(row) or is_unreadable(row)
+
+
 def is_failed(row: Row) -> bool:
     """An object the engine raised on (:func:`failed`): reported, and ``check`` exits 2."""
     return row.result.template.found == FAILED
@@ -85,7 +113,7 @@ def result_json(row: Row) -> dict[str, JSON]:
     })
     if is_templated(row):  # the places that are still a template, for people and tools alike
         out["reason"] = "; ".join(r.template.notes)
-    if is_failed(row):
+    if is_failed(row) or is_unreadable(row):
         out["error"] = "; ".join(r.template.notes)
     return out
 
@@ -106,7 +134,7 @@ def is_skipped(row: Row) -> bool:
 
 
 def summary(rows: Sequence[Row]) -> dict[str, int]:
-    judged = [r for r in rows if not is_skipped(r) and not is_failed(r)]
+    judged = [r for r in rows if not is_skipped(r) and not is_error(r)]
     return {
         "checked": len(judged),
         "allowed": sum(1 for r in judged if r.result.decision.allowed),
@@ -115,6 +143,7 @@ def summary(rows: Sequence[Row]) -> dict[str, int]:
         "unjudged": sum(1 for r in rows if is_unjudged(r)),
         "templated": sum(1 for r in rows if is_templated(r)),
         "errors": sum(1 for r in rows if is_failed(r)),
+        "unreadable": sum(1 for r in rows if is_unreadable(r)),
     }
 
 
@@ -122,7 +151,14 @@ def render_json(rows: Sequence[Row]) -> str:
     return json.dumps({"results": [result_json(r) for r in rows], "summary": summary(rows)}, indent=2)
 
 
+def label(row: Row) -> str:
+    """How a row names its object in text: kind, namespace/name, template, "(found generically)"."""
+    return _label(row)
+
+
 def _label(row: Row) -> str:
+    if row.obj is None:  # a file not read (:func:`unreadable`)
+        return "(file)"
     ident = object_identity(row.obj)
     ns = f"{ident['namespace']}/" if ident["namespace"] else ""
     tpl = f" [{row.result.template.template}]" if row.result.template.template else ""
@@ -131,7 +167,7 @@ def _label(row: Row) -> str:
 
 
 def _verdict(row: Row) -> str:
-    if is_failed(row):
+    if is_error(row):
         return "ERROR"
     if is_skipped(row):
         return "SKIP"
@@ -148,6 +184,10 @@ def render_text(rows: Sequence[Row]) -> str:
         if is_unjudged(row):
             lines.append(f"SKIP  {row.source}  {_label(row)}: not judged")
             lines.extend(f"      warning: {w}" for w in d.warnings)
+            continue
+        if row.obj is None:  # a file's own row (:func:`unreadable`): the note names the file
+            note = "; ".join(row.result.template.notes)
+            lines.append(f"SKIP  {note}" if is_templated(row) else f"ERROR {note}: not judged")
             continue
         if is_templated(row):
             lines.append(f"SKIP  {row.source}  {_label(row)}: {TEMPLATED_MESSAGE}")
@@ -186,8 +226,9 @@ def render_text(rows: Sequence[Row]) -> str:
     not_judged = f", {s['unjudged']} GPU object(s) not judged" if s["unjudged"] else ""
     templated = f", {s['templated']} templated (not judged)" if s["templated"] else ""
     errors = f", {s['errors']} internal error(s) (not judged)" if s["errors"] else ""
+    unread = f", {s['unreadable']} file(s) not read" if s["unreadable"] else ""
     lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned"
-                 f"{not_judged}{templated}{errors}")
+                 f"{not_judged}{templated}{errors}{unread}")
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +246,7 @@ def render_junit(rows: Sequence[Row]) -> str:
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="gpu-admission" tests="{s["checked"]}" failures="{s["denied"]}">',
         f'  <testsuite name="gpu-admission check" tests="{s["checked"]}" failures="{s["denied"]}"'
-        f' errors="{s["errors"]}"'
+        f' errors="{s["errors"] + s["unreadable"]}"'
         f' skipped="{s["unjudged"] + s["templated"]}">',
     ]
     for row in rows:
@@ -216,11 +257,12 @@ def render_junit(rows: Sequence[Row]) -> str:
             out.append(f'      <skipped message="not judged: {xml_escape(d.warnings[0][:200], {chr(34): "&quot;"})}"/>')
         elif is_templated(row):
             out.append(f'      <skipped message="{xml_escape(d.warnings[0][:400], {chr(34): "&quot;"})}"/>')
-        elif is_failed(row):
+        elif is_failed(row) or is_unreadable(row):
             error = "; ".join(row.result.template.notes)
+            body = FAILED_MESSAGE if is_failed(row) else "the file was not read: nothing in it was judged"
             out.append(f'      <error message="{xml_escape(error, {chr(34): "&quot;"})}">'
-                       f"{xml_escape(FAILED_MESSAGE)}</error>")
-        if not d.allowed and not is_failed(row):
+                       f"{xml_escape(body)}</error>")
+        if not d.allowed and not is_error(row):
             message = "; ".join(v.code for v in d.violations)
             body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)
             out.append(f'      <failure message="{xml_escape(message, {chr(34): "&quot;"})}">'
