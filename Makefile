@@ -67,9 +67,10 @@ lock: $(STAMP)  ## regenerate requirements/image.lock and build.lock with --hash
 cluster: $(STAMP)  ## local kube-apiserver + kube-scheduler + the webhook + fake GPU nodes, in the foreground (Ctrl-C stops)
 	$(BIN)/python tests/e2e/cluster.py
 
-test: $(STAMP)  ## run the whole test suite (installs wrk from Debian's packages when missing: a bench smoke test drives it)
+test: $(STAMP)  ## run the whole test suite: builds its tools first with progress (tests/tools/prepare.sh; ~10 min the first time), installs wrk from Debian's packages when missing
 	command -v wrk >/dev/null || apt-get install -y -q wrk || (apt-get update -q && apt-get install -y -q wrk) \
 	  || echo 'wrk could not be installed (apt-get install wrk): its bench smoke test will fail' >&2
+	bash tests/tools/prepare.sh
 	$(BIN)/python -m pytest
 
 clean:  ## remove the virtualenv and caches

@@ -247,3 +247,27 @@ def test_a_label_change_is_a_new_inventory_for_the_verdict_memo() -> None:
     for inventory in (before, before, after):
         memo.get_or_compute(pod, S, inventory, (), lambda: calls.append(1) or len(calls))
     assert len(calls) == 2  # computed for `before`, answered from the memo once, computed again for `after`
+
+
+def test_explain_takes_the_same_inventory_and_no_mutate_as_check(tmp_path: Path) -> None:
+    """`explain` reasons with what `check` judged with (issue 26): the saved fleet and --no-mutate."""
+    import io
+
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [node("l", L40S)]}))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(TP4))
+    deny = tmp_path / "deny.yaml"
+    deny.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\ninventory:\n  absentTier: deny\n")
+    out = io.StringIO()
+    assert main(["explain", str(pod), "--config", str(deny)], out=out) == 0
+    assert "tier-not-in-cluster" not in out.getvalue()
+    out = io.StringIO()
+    assert main(["explain", str(pod), "--inventory", str(nodes), "--config", str(deny)], out=out) == 1
+    assert "tier-not-in-cluster" in out.getvalue()
+    check = main(["check", str(pod), "--no-mutate"])
+    assert check == 1 and main(["explain", str(pod), "--no-mutate"], out=io.StringIO()) == check
+    err = io.StringIO()
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    assert main(["explain", str(pod), "--inventory", str(empty)], err=err) == 2 and "no Node objects" in err.getvalue()

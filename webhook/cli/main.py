@@ -228,6 +228,12 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
     explain.add_argument("file", metavar="FILE", help="manifest file (or - for stdin)")
     explain.add_argument("--config", metavar="FILE", help="policy file (default: the embedded policy)")
     explain.add_argument("--mode", choices=MODES, default=None, help="enforce or audit")
+    explain.add_argument("--no-mutate", action="store_true",
+                         help="explain the objects as written, not as they are after the mutating webhook "
+                              "(as check --no-mutate)")
+    explain.add_argument("--inventory", metavar="NODES.yaml",
+                         help="explain against the real fleet: a saved `kubectl get nodes -o yaml` (as check "
+                              "--inventory)")
     return parser
 
 
@@ -448,8 +454,14 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if prepared is None:
         return EXIT_USAGE
     docs, settings = prepared
+    try:
+        fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
+    except sources.InputError as exc:
+        print(f"gpu-admission: {exc}", file=err)
+        return EXIT_USAGE
     context = engine.runtime_context(obj for doc in docs for _, obj in documents(doc.obj))
-    rows = _rows(docs, settings, mode=args.mode, mutate=None, context=context)
+    rows = _rows(docs, settings, mode=args.mode, mutate=False if args.no_mutate else None, inventory=fleet,
+                 context=context)
     if not rows:
         out.write("no pod templates found (kinds without pods pass through unjudged)\n")
         return EXIT_OK
