@@ -54,6 +54,8 @@ CASES = [
     pytest.param(COMPLIANT, PINNED_L4, False, {"model-does-not-fit"}, set(), id="update-adds-a-violation"),
     pytest.param(PINNED_L4, deployment(product="NVIDIA-L4", replicas=0), True, set(), {"model-does-not-fit"},
                  id="scale-to-zero-of-a-bad-deployment"),
+    pytest.param(PINNED_L4, deployment(product="NVIDIA-L4", replicas=3), True, set(), {"model-does-not-fit"},
+                 id="scale-up-of-a-bad-deployment-admitted-with-a-scale-up-warning"),
     pytest.param(PINNED_L4, annotated(PINNED_L4), True, set(), {"model-does-not-fit"}, id="metadata-only-update"),
     pytest.param(PINNED_L4, RESTARTED, True, set(), {"model-does-not-fit"}, id="rollout-restart-template-annotation"),
     pytest.param(PINNED_L4, deployment(product="NVIDIA-GeForce-RTX-4090"), True, set(), {"model-does-not-fit"},
@@ -72,7 +74,9 @@ def codes(judged: engine.Judgement) -> set[str]:
 
 
 def warned(judged: engine.Judgement) -> set[str]:
-    return {w.split()[1] for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing ")}
+    """The codes warned as pre-existing (``pre-existing CODE ...``, or ``scale-up: ... pre-existing CODE``)."""
+    return {w.split("pre-existing ", 1)[1].split()[0] for r in judged.results for w in r.decision.warnings
+            if w.startswith(("pre-existing ", "scale-up: "))}
 
 
 @pytest.mark.parametrize(("old", "new", "allowed", "left", "pre_existing"), CASES)
@@ -148,8 +152,8 @@ def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.Monke
     calls: list[int] = []
     real = updates.against_old
 
-    def spying(new: Any, old_templates: Any, judge_old: Any) -> Any:
-        return real(new, old_templates, lambda: calls.append(1) or judge_old())
+    def spying(new: Any, old_templates: Any, judge_old: Any, **kw: Any) -> Any:
+        return real(new, old_templates, lambda: calls.append(1) or judge_old(), **kw)
 
     monkeypatch.setattr(updates, "against_old", spying)
     judged = engine.judge_update(annotated(job), job, settings_mod.default())
@@ -194,3 +198,35 @@ def test_kueue_admission_is_never_denied(old: dict[str, Any], new: dict[str, Any
         assert any(w.startswith(warning) for w in r.decision.warnings)
     else:
         assert [v.code for v in r.decision.violations] == ["model-does-not-fit"]
+
+
+@pytest.mark.parametrize(("old", "new", "up"), [
+    pytest.param({"spec": {"replicas": 2}}, {"spec": {"replicas": 3}}, True, id="replicas-raised"),
+    pytest.param({"spec": {"replicas": 3}}, {"spec": {"replicas": 0}}, False, id="scaled-down"),
+    pytest.param({"spec": {"replicas": 2}}, {"spec": {"replicas": 2}}, False, id="same"),
+    pytest.param({"spec": {}}, {"spec": {"replicas": 2}}, True, id="default-one-to-two"),
+    pytest.param({"spec": {"replicas": 0}}, {"spec": {}}, True, id="zero-to-default-one"),
+    pytest.param({"spec": {"parallelism": 1}}, {"spec": {"parallelism": 4}}, True, id="job-parallelism"),
+    pytest.param({"spec": {"replicas": "2"}}, {"spec": {"replicas": "9"}}, False, id="text-not-compared"),
+    pytest.param({"spec": {"replicas": True}}, {"spec": {"replicas": 5}}, False, id="bool-not-a-count"),
+    pytest.param(None, {"spec": {"replicas": 5}}, True, id="no-old-object"),
+    pytest.param({}, {}, False, id="no-counts"),
+])
+def test_scaled_up(old: Any, new: Any, up: bool) -> None:
+    assert updates.scaled_up(old, new) is up
+
+
+def test_a_scale_up_of_a_pre_existing_violation_says_its_new_pods_will_be_denied() -> None:
+    """The pods a scale-up asks for are new objects, judged on create: the update is admitted (a
+    scale-up is never blocked), and the warning says first that they will be denied (issue 26)."""
+    judged = engine.judge_update(deployment(product="NVIDIA-L4", replicas=3), PINNED_L4, settings_mod.default())
+    assert all(r.decision.allowed for r in judged.results)
+    (warning,) = [w for r in judged.results for w in r.decision.warnings if "model-does-not-fit" in w]
+    assert warning[:120].startswith("scale-up: the new pods will be denied, pre-existing model-does-not-fit (fix the "
+                                    "template to add pods)")
+    # and a pod of that template is denied on create, which is what the warning promises
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm-x", "namespace": "ml"},
+           "spec": copy.deepcopy(PINNED_L4["spec"]["template"]["spec"])}
+    created = engine.judge_review(pod, settings_mod.default())
+    assert not all(r.decision.allowed for r in created.results)
+    assert "model-does-not-fit" in {v.code for r in created.results for v in r.decision.violations}

@@ -6,7 +6,8 @@ through the installed webhook.
   injected, all Running and Ready (the rollout finishes).
 - Updates judge the change (``updates: judgeChange``): a non-compliant Deployment created in an
   audit namespace keeps working once the namespace enforces: ``kubectl scale``, ``kubectl annotate``
-  and ``kubectl rollout restart`` are admitted (with a pre-existing warning); a patch that fixes the
+  and ``kubectl rollout restart`` are admitted (with a pre-existing warning); an UPDATE that raises its
+  replicas is admitted with a warning that its new pods will be denied, and they are; a patch that fixes the
   template rolls out to completion (the controller scales the old, non-compliant ReplicaSet to 0
   with full UPDATEs, which today's webhook denied); an update that makes a compliant Deployment
   non-compliant is still denied with the usual message.
@@ -134,8 +135,9 @@ def test_updates_of_a_bad_deployment_are_admitted_once_enforcing(cluster: Contro
 
 
 def test_scaling_a_bad_deployment_down_reaches_its_pods(cluster: ControlPlane, bad_deployment) -> None:
-    """``kubectl scale`` goes through the scale subresource (never sent to the webhook); what used to
-    jam is the controller's full UPDATE of the old ReplicaSet that follows it."""
+    """``kubectl scale`` goes through the scale subresource (never sent to the webhook, so a scale-up
+    there gets no warning: docs/install.md says so); what used to jam is the controller's full
+    UPDATE of the old ReplicaSet that follows it."""
     namespace, name = bad_deployment
     done = cluster.run("scale", f"deployment/{name}", "--replicas=0", "-n", namespace, check=False)
     assert done.returncode == 0, done.stderr
@@ -145,6 +147,26 @@ def test_scaling_a_bad_deployment_down_reaches_its_pods(cluster: ControlPlane, b
     assert not pods(cluster, namespace), cluster.run("get", "events", "-n", namespace).stdout
     (rs,) = replica_sets(cluster, namespace)
     assert rs["spec"]["replicas"] == 0
+
+
+def test_a_scale_up_of_a_bad_deployment_says_its_new_pods_will_be_denied(cluster: ControlPlane,
+                                                                         bad_deployment) -> None:
+    """An UPDATE that raises ``spec.replicas`` (``kubectl patch``, ``apply``, ``edit``) is admitted: a
+    scale-up is never blocked. But the pods it asks for are new objects, judged on create, so the
+    warning says first that they will be denied; and so they are (the ReplicaSet's FailedCreate)."""
+    namespace, name = bad_deployment
+    done = cluster.run("patch", f"deployment/{name}", "-n", namespace, "--type=merge",
+                       "-p", json.dumps({"spec": {"replicas": 2}}), check=False)
+    assert done.returncode == 0, done.stderr
+    assert "scale-up: the new pods will be denied, pre-existing model-does-not-fit" in done.stderr, done.stderr
+    deadline = time.monotonic() + 60
+    while True:
+        events = json.loads(cluster.run("get", "events", "-n", namespace, "--field-selector", "reason=FailedCreate",
+                                        "-o", "json").stdout)["items"]
+        if any("model-does-not-fit" in (e.get("message") or "") for e in events):
+            break
+        assert time.monotonic() < deadline, cluster.run("get", "events", "-n", namespace).stdout
+        time.sleep(0.5)
 
 
 def test_a_fix_rolls_out_to_completion(cluster: ControlPlane, bad_deployment) -> None:

@@ -231,7 +231,8 @@ def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None
     old_templates = _job_groups(pod_templates(old_obj), settings.gpu_resources)
     if settings.updates == updates.JUDGE_CHANGE:
         results = updates.against_old(results, old_templates, lambda: judge(old_obj, settings, mode=mode,
-                                                                              mutate=mutate, inventory=inventory))
+                                                                              mutate=mutate, inventory=inventory),
+                                      scaled=updates.scaled_up(old_obj, obj))
     results = updates.kueue_admissions(results, old_templates, queued=queued)
     return Judgement(results)
 

@@ -47,20 +47,50 @@ def unchanged(old: PodTemplate, new: PodTemplate) -> bool:
             and old.group_size == new.group_size)
 
 
-def pre_existing_warning(violation: Violation) -> str:
+def pre_existing_warning(violation: Violation, *, scaled_up: bool = False) -> str:
     """The warning of a violation admitted because the stored object already had it: the code and
-    the word pre-existing first (kubectl shows a warning cut at 120 characters)."""
+    the word pre-existing first (kubectl shows a warning cut at 120 characters). An update that adds
+    replicas says first what it will not get: the pods it asks for are new objects, judged on
+    create, and denied for the same violation (the ReplicaSet then sits at FailedCreate while
+    ``kubectl scale`` printed "scaled")."""
+    if scaled_up:
+        return (f"scale-up: the new pods will be denied, pre-existing {violation.code} (fix the template to "
+                f"add pods): {violation.message}")
     return (f"pre-existing {violation.code} (admitted: the stored object already has it; updates that "
-            f"add a violation are denied): {violation.message}")
+            f"add a violation are denied; pods it creates are judged on create): {violation.message}")
+
+
+_REPLICA_FIELDS = ("replicas", "parallelism")
+"""The counts whose increase creates pods: Deployment, StatefulSet, ReplicaSet, LeaderWorkerSet and
+most operator kinds (``spec.replicas``), Job (``spec.parallelism``)."""
+
+
+def scaled_up(old_obj: object, new_obj: object) -> bool:
+    """True when the update raises a replica count of the object's spec (a missing ``replicas`` is 1,
+    the API's default for the workload kinds; a count that is not a plain integer is not compared)."""
+    def spec(obj: object) -> Mapping[str, object]:
+        found = obj.get("spec") if isinstance(obj, Mapping) else None
+        return found if isinstance(found, Mapping) else {}
+
+    old, new = spec(old_obj), spec(new_obj)
+    for name in _REPLICA_FIELDS:
+        if name not in old and name not in new:
+            continue
+        before, after = old.get(name, 1), new.get(name, 1)
+        if (isinstance(before, int) and isinstance(after, int) and not isinstance(before, bool)
+                and not isinstance(after, bool) and after > before):
+            return True
+    return False
 
 
 def against_old(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemplate],
-                judge_old: Callable[[], Sequence["TemplateResult"]]) -> tuple["TemplateResult", ...]:
+                judge_old: Callable[[], Sequence["TemplateResult"]], *,
+                scaled: bool = False) -> tuple["TemplateResult", ...]:
     """``new`` with every violation the stored object already had turned into a pre-existing
     warning; a decision left without violations is allowed. ``old_templates`` are the stored
     object's templates as the engine reads them (group sizes included), ``judge_old`` judges that
     object with the same settings and is called at most once, only when a changed template has a
-    violation."""
+    violation. ``scaled``: the update raises a replica count (:func:`scaled_up`)."""
     if not any(r.decision.violations for r in new):
         return tuple(new)
     before_by_key = {key(t): t for t in old_templates}
@@ -84,7 +114,8 @@ def against_old(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemp
             out.append(result)
             continue
         audit_lines = {f"{v.code}: {v.message}" for v in excused}
-        warnings = [pre_existing_warning(v) for v in excused] + [w for w in decision.warnings if w not in audit_lines]
+        warnings = ([pre_existing_warning(v, scaled_up=scaled) for v in excused]
+                    + [w for w in decision.warnings if w not in audit_lines])
         out.append(replace(result, decision=replace(
             decision, violations=kept, allowed=decision.allowed or not kept, warnings=tuple(dict.fromkeys(warnings)))))
     return tuple(out)
