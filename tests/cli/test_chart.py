@@ -192,7 +192,7 @@ def test_the_comparison_sees_every_changed_field(helm: Path, manifest_tree) -> N
                      "Deployment gpu-admission.spec.template.spec.containers[0].resources.limits.memory: "
                      "helm '1Gi' != kustomize '384Mi'"]
     found = object_differences(template(helm, "--set", "mode=audit"), manifest_tree.render("."))
-    assert len(found) == 22 and all("namespaceSelector.matchExpressions[1]" in f for f in found), found
+    assert len(found) == 24 and all("namespaceSelector.matchExpressions[1]" in f for f in found), found
 
 
 def test_audit_mode_renders_the_cert_manager_audit_overlay(helm: Path, manifest_tree) -> None:
@@ -279,7 +279,7 @@ def test_values_reach_the_objects(helm: Path) -> None:
     assert container["image"] == "registry.example/gpu-admission:0.1.1"
     assert container["resources"]["limits"] == {"cpu": "2", "memory": "512Mi"}
     entries = webhook_entries(docs)
-    assert len(entries) == 11 + 1 + 2
+    assert len(entries) == 11 + 1 + 1 + 2  # the 11, the scale entry, the mutating one, DRA
     # the policy ConfigMap's entry selects the release namespace only, whatever the selector values say
     (policy,) = [w for w in entries if w["name"] == "validate-policy.gpu-admission.io"]
     assert policy["namespaceSelector"] == {"matchExpressions": [
@@ -374,7 +374,7 @@ SERVE_FLAGS = 15
     pytest.param(["--set", "dra.enabled=true"], ["--set", "timeoutSeconds=10"],
                  [r"(Mutating|Validating)WebhookConfiguration gpu-admission\.webhooks\[\d+\]\.timeoutSeconds: "
                   r"helm 10 != kustomize 3"],
-                 lambda docs: [w["timeoutSeconds"] for w in webhook_entries(docs)], [10] * (11 + 1 + 2),
+                 lambda docs: [w["timeoutSeconds"] for w in webhook_entries(docs)], [10] * (11 + 1 + 1 + 2),
                  id="timeoutSeconds-every-entry-dra-too"),
 ])
 def test_each_knob_renders_where_expected(helm: Path, base: list[str], args: list[str], where: list[str],

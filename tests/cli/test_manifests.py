@@ -100,7 +100,8 @@ def test_the_root_installs_everything_with_cert_manager(rendered) -> None:
     """`kubectl apply -k manifests/` is the cert-manager overlay: nothing is left out."""
     assert rendered["."] == rendered["overlays/cert-manager"]
     kinds = sorted(d["kind"] for d in rendered["."])
-    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRole",
+                            "ClusterRoleBinding", "ConfigMap",
                             "Service", "Deployment", "ResourceQuota",
                             "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration",
                             "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
@@ -130,6 +131,7 @@ EXPECTED_ENTRIES = {
     **{("ValidatingWebhookConfiguration", f"audit-{k}.gpu-admission.io"): "/validate/audit"
        for k in ("pods", "workloads", "cronjobs", "leaderworkersets", "operators")},
     ("ValidatingWebhookConfiguration", "validate-policy.gpu-admission.io"): "/validate/policy",
+    ("ValidatingWebhookConfiguration", "warn-scale.gpu-admission.io"): "/validate",
 }
 POLICY_ENTRY = "validate-policy.gpu-admission.io"
 """The webhook's own policy ConfigMap, judged on apply (test_the_policy_configmap_entry): the one entry
@@ -137,6 +139,9 @@ that selects the webhook's namespace, and Ignores failures whatever the overlay.
 OPERATOR_ENTRIES = ("validate-operators.gpu-admission.io", "audit-operators.gpu-admission.io")
 """Entries without matchConditions: the operators' templates sit at a different depth in each kind,
 which one CEL expression cannot search (test_operator_kinds_are_registered says what they match)."""
+SCALE_ENTRY = "warn-scale.gpu-admission.io"
+"""Scale-ups through the scale subresource: a Scale carries no template, so no matchConditions; never
+refused (Ignore, and the server always admits them: tests/server/test_scale.py)."""
 
 
 @pytest.mark.parametrize("rel", KUSTOMIZATIONS)
@@ -152,12 +157,15 @@ def test_every_webhook_is_safe_by_default(rendered, rel: str) -> None:
         assert w["matchPolicy"] == "Equivalent", name
         assert w["clientConfig"]["service"] == {"namespace": NAMESPACE, "name": SERVICE,
                                                 "path": w["clientConfig"]["service"]["path"], "port": 443}
-        assert bool(w.get("matchConditions")) is (name not in OPERATOR_ENTRIES), name
+        assert bool(w.get("matchConditions")) is (name not in (*OPERATOR_ENTRIES, SCALE_ENTRY)), name
         for rule in w["rules"]:
             assert "DELETE" not in rule["operations"] and "*" not in rule["operations"], name
             assert "*" not in rule["resources"] and "*" not in rule["apiGroups"], name
         audit = name.startswith("audit-")
-        assert w["failurePolicy"] == ("Ignore" if audit or name == POLICY_ENTRY else "Fail"), name
+        assert w["failurePolicy"] == ("Ignore" if audit or name in (POLICY_ENTRY, SCALE_ENTRY) else "Fail"), name
+        if name == SCALE_ENTRY:
+            assert {r["operations"][0] for r in w["rules"]} == {"UPDATE"}
+            assert all(res.endswith("/scale") for r in w["rules"] for res in r["resources"]), name
         if kind == "MutatingWebhookConfiguration":
             assert w["reinvocationPolicy"] == "IfNeeded"
             assert [r["operations"] for r in w["rules"]] == [["CREATE"]]
@@ -210,7 +218,7 @@ def routed(docs: list[dict], labels: dict[str, str]) -> set[str]:
 @pytest.mark.parametrize("rel", KUSTOMIZATIONS)
 def test_namespaces_are_routed_by_their_mode_label(rendered, rel: str) -> None:
     docs = rendered[rel]
-    enforce, audit = {"mutate", "validate"}, {"audit"}
+    enforce, audit = {"mutate", "validate", "warn"}, {"audit"}  # warn: the scale entry, where pods are denied
     assert routed(docs, namespace("ml")) == (audit if rel in AUDIT_FIRST else enforce)
     assert routed(docs, namespace("ml", "enforce")) == enforce
     assert routed(docs, namespace("ml", "audit")) == audit
@@ -367,18 +375,25 @@ def test_deployment_resources_record_the_measurement() -> None:
     assert "from measurement" in text and re.search(r"RSS \d+ MB", text)
 
 
-def test_least_privilege_read_nodes_and_nodepools_only(rendered) -> None:
+def test_least_privilege_read_nodes_and_nodepools_and_get_the_workloads_a_scale_is_for(rendered) -> None:
+    readers = {
+        "gpu-admission-node-reader": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "watch"]}],
+        "gpu-admission-scale-reader": [  # get only: one object, on a scale-up (webhook/server/parents.py)
+            {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
+            {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["get"]}],
+    }
     for rel in KUSTOMIZATIONS:
         docs = rendered[rel]
         kinds = {d["kind"] for d in docs}
         assert not kinds & {"Role", "RoleBinding"}, rel
-        (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-        assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-                                 {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"],
-                                  "verbs": ["get", "list", "watch"]}]
-        (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
-        assert binding["roleRef"]["name"] == role["metadata"]["name"]
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
+        roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+        assert roles == readers, rel
+        bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+        assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(readers)
+        for binding in bindings:
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
         sa = one(docs, "ServiceAccount", SERVICE)
         assert sa["automountServiceAccountToken"] is False  # only the Deployment's pods get a token
 

@@ -7,7 +7,8 @@ through the installed webhook.
 - Updates judge the change (``updates: judgeChange``): a non-compliant Deployment created in an
   audit namespace keeps working once the namespace enforces: ``kubectl scale``, ``kubectl annotate``
   and ``kubectl rollout restart`` are admitted (with a pre-existing warning); an UPDATE that raises its
-  replicas is admitted with a warning that its new pods will be denied, and they are; a patch that fixes the
+  replicas, or a ``kubectl scale`` up, is admitted with a warning that its new pods will be denied, and
+  they are; a patch that fixes the
   template rolls out to completion (the controller scales the old, non-compliant ReplicaSet to 0
   with full UPDATEs, which today's webhook denied); an update that makes a compliant Deployment
   non-compliant is still denied with the usual message.
@@ -25,7 +26,8 @@ from typing import Iterator
 
 import pytest
 
-from control_plane import ControlPlane, Installed, create_nodes, gpu_node
+from control_plane import (ControlPlane, Installed, create_nodes, free_port, gpu_node, kubeconfig_env, register,
+                           running_webhook, wait_until_served)
 from objects import PRODUCT_LABEL, deployment, product_affinity
 
 pytestmark = pytest.mark.e2e
@@ -135,9 +137,8 @@ def test_updates_of_a_bad_deployment_are_admitted_once_enforcing(cluster: Contro
 
 
 def test_scaling_a_bad_deployment_down_reaches_its_pods(cluster: ControlPlane, bad_deployment) -> None:
-    """``kubectl scale`` goes through the scale subresource (never sent to the webhook, so a scale-up
-    there gets no warning: docs/install.md says so); what used to jam is the controller's full
-    UPDATE of the old ReplicaSet that follows it."""
+    """``kubectl scale`` goes through the scale subresource (a scale-down is answered at once); what
+    used to jam is the controller's full UPDATE of the old ReplicaSet that follows it."""
     namespace, name = bad_deployment
     done = cluster.run("scale", f"deployment/{name}", "--replicas=0", "-n", namespace, check=False)
     assert done.returncode == 0, done.stderr
@@ -167,6 +168,28 @@ def test_a_scale_up_of_a_bad_deployment_says_its_new_pods_will_be_denied(cluster
             break
         assert time.monotonic() < deadline, cluster.run("get", "events", "-n", namespace).stdout
         time.sleep(0.5)
+
+
+def test_kubectl_scale_of_a_bad_deployment_warns_that_its_new_pods_will_be_denied(
+        cluster: ControlPlane, installed: Installed, bad_deployment, tmp_path) -> None:
+    """``kubectl scale`` sends the scale subresource (entry ``warn-scale``): admitted, and the server
+    reads the Deployment (one GET) to say the new pods will be denied. Its own webhook here, started
+    with this control plane's kubeconfig as the in-cluster service account would be (the admin's
+    credentials: RBAC is not exercised, the shipped role is checked by the manifests' dry run)."""
+    namespace, name = bad_deployment
+    port = free_port()
+    try:
+        with kubeconfig_env(cluster.kubeconfig), \
+                running_webhook(installed.docs, installed.certs_dir, tmp_path / "hook", port=port) as hook:
+            register(cluster, installed.docs, port)
+            wait_until_served(cluster, hook)
+            up = cluster.run("scale", f"deployment/{name}", "--replicas=3", "-n", namespace, check=False)
+            assert up.returncode == 0, up.stderr
+            assert "scale-up: the new pods will be denied, pre-existing model-does-not-fit" in up.stderr, up.stderr
+            down = cluster.run("scale", f"deployment/{name}", "--replicas=1", "-n", namespace, check=False)
+            assert down.returncode == 0 and "Warning" not in down.stderr, down.stderr
+    finally:
+        installed.reinstall()
 
 
 def test_a_fix_rolls_out_to_completion(cluster: ControlPlane, bad_deployment) -> None:

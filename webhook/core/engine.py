@@ -237,6 +237,27 @@ def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None
     return Judgement(results)
 
 
+def judge_scale(parent: Any, replicas: int, settings: Settings, *, mode: str | None = None,
+                inventory: Inventory | None = None) -> Judgement:
+    """A scale-up through the ``scale`` subresource (``kubectl scale``, an HPA): never denied, but
+    what its new pods will meet is said. ``parent`` is the stored object the Scale is of (the server
+    reads it: a Scale carries no pod template), judged as its pods will be (after mutation) with
+    ``replicas``; every violation that would deny them becomes a ``scale-up`` warning
+    (:func:`webhook.core.updates.pre_existing_warning`), and nothing else is said (a scale changes no
+    template: its other warnings were given when the template was written)."""
+    scaled = parent
+    if isinstance(parent, Mapping) and isinstance(parent.get("spec"), Mapping):
+        scaled = {**parent, "spec": {**parent["spec"], "replicas": replicas}}
+    results = judge(scaled, settings, mode=mode, inventory=inventory)
+    out = []
+    for r in results:
+        denied = [v for v in r.decision.violations if not r.decision.allowed]
+        warnings = tuple(updates.pre_existing_warning(v, scaled_up=True) for v in denied)
+        out.append(replace(r, decision=replace(r.decision, allowed=True, violations=(), warnings=warnings),
+                           patch=()))
+    return Judgement(tuple(out))
+
+
 def claim_result(claim: dra.DraResult, obj: Any, prefix: str = "") -> TemplateResult:
     """A DRA verdict as a TemplateResult: the claim stands in for the template (no pod spec), its GPU
     devices for the GPUs per pod (0 when it takes ``All`` matching devices), no tier or placement."""

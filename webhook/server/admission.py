@@ -11,7 +11,7 @@ productName constraint on CREATE, ``/validate`` judges the claim as it arrives.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Hashable, MutableMapping, Sequence
+from typing import Any, Callable, Hashable, MutableMapping, Sequence
 
 from webhook.core import dra, engine
 from webhook.core.domain import JSON
@@ -246,11 +246,56 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
                          True, mode, tier=tier, judged=True), replies, variant)
 
 
-def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None) -> Outcome:
-    """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation)."""
+Parent = Callable[[Request], Any]
+"""Reads the stored object a subresource request is for (``webhook.server.parents``): raises with a
+reason the reply can quote when it cannot."""
+
+
+def _replicas(scale: Any) -> int | None:
+    spec = scale.get("spec") if isinstance(scale, dict) else None
+    value = spec.get("replicas", 0) if isinstance(spec, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _scale(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None,
+           parent: Parent | None) -> Outcome:
+    """A ``scale`` subresource UPDATE (``kubectl scale``, an HPA): always admitted. A scale-up of a
+    workload whose new pods will be denied says so (the pods are new objects, judged when the
+    ReplicaSet creates them; without this the ReplicaSet sits at FailedCreate while kubectl printed
+    "scaled"). The Scale carries no pod template: its object is read from the API (one GET, on
+    scale-ups only); when that fails the reply says it could not tell, never nothing."""
+    new, old = _replicas(req.obj), _replicas(req.old_obj)
+    if new is None or (old is not None and new <= old):
+        return _allow_at_once(req, mode)
+    what = f"{req.resource.get('resource') or 'object'} {req.namespace}/{req.name}"
+    try:
+        if parent is None:
+            raise LookupError("this server has no Kubernetes client")
+        obj = parent(req)
+    except Exception as exc:  # noqa: BLE001 - any failure to read: admitted, and said
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        # the reason first: kubectl shows a warning cut at review.WARNING_MAX_CHARS
+        warning = f"scale-up not checked, {what} not read ({reason}): its new pods may be denied"
+        return Outcome(review.respond(req, allowed=True, warnings=[warning]), True, mode, judged=True)
+    judged = engine.judge_scale(obj, new, settings, mode=mode, inventory=inventory)
+    warnings = [w for r in judged.results for w in r.decision.warnings]
+    if not warnings:
+        return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
+    tier = next((r.decision.tier for r in judged.results if r.decision.tier), None)
+    return Outcome(review.respond(req, allowed=True, warnings=warnings, secrets=judged.secrets), True, mode,
+                   tier=tier, judged=True)
+
+
+def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None,
+             parent: Parent | None = None) -> Outcome:
+    """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation);
+    a scale-up through the ``scale`` subresource is admitted with what its new pods will meet
+    (``parent`` reads its object)."""
     kind = req.kind_name
     if kind in dra.KINDS:
         return _validate_claim(req, mode=mode)
+    if req.sub_resource == "scale" and req.operation == "UPDATE":
+        return _scale(req, settings, mode=mode, inventory=inventory, parent=parent)
     # any kind that arrives is judged: the shipped configurations send WORKLOAD_KINDS, and a kind a
     # user registers on their own (an Argo Workflow, an in-house CRD) is read by shape
     # (webhook.core.generic) instead of passing unjudged

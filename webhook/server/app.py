@@ -95,12 +95,14 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
                cert_file: str | Path | None = None, key_file: str | Path | None = None,
                metrics: Metrics | None = None, clock: Callable[[], float] = time.perf_counter,
                inventory: Callable[[], Inventory | None] | None = None,
-               max_queue_age: float | None = DEFAULT_MAX_QUEUE_AGE) -> Flask:
+               max_queue_age: float | None = DEFAULT_MAX_QUEUE_AGE,
+               parent: "admission.Parent | None" = None) -> Flask:
     """Build the admission server app. ``settings``: fixed Settings, a LiveSettings that reloads its
     file, or None for the embedded default. ``cert_file``/``key_file`` are only read for readiness.
     ``inventory``: returns the current GPU node inventory (the server's node watch), or None.
     ``max_queue_age``: seconds a review may have waited for a worker thread (``webhook.server.gunicorn.overload``)
-    before it is refused with 503 instead of judged; None or 0 never refuses."""
+    before it is refused with 503 instead of judged; None or 0 never refuses. ``parent``: reads the
+    object of a scale-up (``webhook.server.parents``), so its reply can say what the new pods meet."""
     current_inventory = inventory or (lambda: None)
     if isinstance(settings, LiveSettings):
         live = settings
@@ -232,7 +234,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
         def decide(req: review.Request, s: Settings) -> admission.Outcome:
             return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce",
-                                      inventory=current_inventory())
+                                      inventory=current_inventory(), parent=parent)
         return handle("validate", decide)
 
     @app.post("/validate/policy")

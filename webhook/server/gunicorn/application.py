@@ -119,8 +119,12 @@ def _app_factory(options: ServeOptions, last_good: LastGood | None) -> Any:
     # the inventory is indexed by the policy's label key: by the default's while there is no policy (it
     # is re-indexed when the policy arrives, and no review is judged before)
     watch = _start_node_watch(options, lambda: live.peek() or settings_mod.default())
+    from webhook.server.parents import ParentReader
+
+    # the object of a scale-up is read on the first one (credentials as the node watch loads them)
     app = create_app(live, max_body=options.max_body, cert_file=options.cert, key_file=options.key,
-                     inventory=watch.current if watch is not None else None, max_queue_age=options.max_queue_age)
+                     inventory=watch.current if watch is not None else None, max_queue_age=options.max_queue_age,
+                     parent=ParentReader(options.kubeconfig))
     live.watch_in_background(options.reload_interval)  # after create_app installed the metrics hook
     if options.extender_bind is None:
         return app
