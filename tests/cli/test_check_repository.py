@@ -119,6 +119,7 @@ def test_a_named_file_is_read_even_if_a_glob_matches_it(tmp_path: Path) -> None:
     pytest.param({}, ["--strict"], 2, id="empty-dir-strict-fails"),
     pytest.param({"a.yaml": "# nothing\n"}, ["--strict"], 2, id="only-empty-documents-strict"),
     pytest.param({"node_modules/a.yaml": GOOD_POD}, ["--strict"], 2, id="all-skipped-strict"),
+    pytest.param({"a.yaml": "---\n...\n\n"}, ["--strict"], 2, id="only-markers-strict"),
 ])
 def test_an_empty_selection_is_not_a_pass(tmp_path: Path, files: dict[str, str], extra: list[str],
                                           code: int) -> None:
@@ -130,6 +131,15 @@ def test_an_empty_selection_is_not_a_pass(tmp_path: Path, files: dict[str, str],
     assert out.endswith("0 checked, 0 allowed, 0 denied, 0 warned\n"), out
     got, out, _ = run("check", str(root), *extra, "--output", "json")
     assert got == code and json.loads(out)["results"] == []
+
+
+def test_objects_without_pods_are_a_selection_not_an_empty_one(tmp_path: Path) -> None:
+    """A commit that touches only a ConfigMap (the pre-commit hook, --strict) has nothing to judge
+    but found what it was given: exit 0, no warning."""
+    root = tree(tmp_path, {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n"})
+    code, out, err = run("check", str(root / "cm.yaml"), "--strict")
+    assert code == 0 and err == "", err
+    assert run("check", str(root), "--strict")[0] == 0
 
 
 # --- Helm chart templates ------------------------------------------------------------------------

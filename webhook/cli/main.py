@@ -436,7 +436,9 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(redact(render[args.output](rows)))  # CI logs are logs: no token a manifest quotes
     if args.output == "json":
         out.write("\n")
-    if not rows:  # nothing to judge: a path typo in CI must not pass as "all admitted"
+    if all(isinstance(text, str) and sources.is_blank(text) for _, text in texts):
+        # nothing at all was found (a path typo in CI, an empty directory, everything excluded): not
+        # "all admitted". Files of objects without pods (ConfigMaps, Services) are a selection.
         where = ", ".join(args.paths)
         print(f"gpu-admission check: {'error' if args.strict else 'warning'}: no manifests found in {where} "
               f"({len(texts)} file(s) read; searched *.yaml, *.yml, *.json, without hidden, ignored and "

@@ -174,6 +174,16 @@ def _not_ignored(root: Path, files: list[Path]) -> list[Path]:
     return [f for f in files if str(f.resolve()) not in ignored]
 
 
+def is_blank(text: str) -> bool:
+    """True when a YAML stream holds no document content at all: only blank lines, comments and
+    document markers (``check`` then has nothing to judge: a path typo, an empty directory)."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and stripped not in ("---", "..."):
+            return False
+    return True
+
+
 def load(paths: Iterable[str], stdin: TextIO | None = None) -> list[Document]:
     """Documents of every path (``-`` = stdin), directories searched as :func:`discover` says;
     raises :class:`InputError` on the first file that cannot be read or parsed (``explain`` and
