@@ -131,3 +131,32 @@ def test_the_reader_names_the_missing_permission() -> None:
     api = FakeApi(error=ApiException(status=403, reason="Forbidden"))
     with pytest.raises(LookupError, match="HTTP 403 Forbidden: the ServiceAccount needs get on deployments"):
         ParentReader(api=api)(scale_review(1, 2))
+
+
+def test_a_burst_of_scale_ups_holds_at_most_two_threads_of_a_worker() -> None:
+    """While two GETs wait on a slow API server, a third scale-up is answered at once ("busy"), so a
+    burst of HPA scale-ups cannot take the admission threads."""
+    import threading
+
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    class SlowApi(FakeApi):
+        def get_namespaced_custom_object(self, *args: Any, **kw: Any) -> Any:
+            entered.release()
+            release.wait(10)
+            return {"kind": "Deployment"}
+
+    reader = ParentReader(api=SlowApi(), concurrent=2)
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(reader(scale_review(1, 2)))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+    with pytest.raises(LookupError, match="busy"):
+        reader(scale_review(1, 2))
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert results == [{"kind": "Deployment"}] * 2
+    assert reader(scale_review(1, 2)) == {"kind": "Deployment"}  # the slots are back

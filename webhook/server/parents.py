@@ -21,6 +21,10 @@ from webhook.server.review import Request
 
 TIMEOUT = 1.5
 """Seconds for the GET (the webhook entry's timeoutSeconds is 3)."""
+CONCURRENT = 2
+"""GETs one worker makes at a time: a burst of HPA scale-ups while the API server is slow holds at
+most this many of the worker's 8 admission threads for :data:`TIMEOUT`; the others are answered at
+once ("scale-up not checked ... busy"), so reviews are never starved by scale checks."""
 
 
 class ParentReader:
@@ -31,11 +35,14 @@ class ParentReader:
     included), answered as a plain dict, and its signature is the same across client releases (the
     low-level ``ApiClient.call_api`` changed shape in kubernetes 31+)."""
 
-    def __init__(self, kubeconfig: str | None = None, *, timeout: float = TIMEOUT, api: Any = None) -> None:
+    def __init__(self, kubeconfig: str | None = None, *, timeout: float = TIMEOUT, api: Any = None,
+                 concurrent: int = CONCURRENT) -> None:
         self._kubeconfig = kubeconfig
         self._timeout = timeout
         self._api = api
         self._lock = threading.Lock()
+        self._concurrent = concurrent
+        self._slots = threading.BoundedSemaphore(concurrent)
 
     def _client(self) -> Any:
         with self._lock:
@@ -58,6 +65,8 @@ class ParentReader:
             raise LookupError("the request names no object of an API group")
         from kubernetes.client.exceptions import ApiException
 
+        if not self._slots.acquire(blocking=False):
+            raise LookupError(f"busy: {self._concurrent} scale-ups already being checked by this worker")
         try:
             return self._client().get_namespaced_custom_object(group, version, req.namespace, resource, req.name,
                                                                _request_timeout=self._timeout)
@@ -68,3 +77,5 @@ class ParentReader:
             raise
         except Exception as exc:  # noqa: BLE001 - timeouts, connection errors
             raise LookupError(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._slots.release()
