@@ -230,3 +230,14 @@ def test_a_scale_up_of_a_pre_existing_violation_says_its_new_pods_will_be_denied
     created = engine.judge_review(pod, settings_mod.default())
     assert not all(r.decision.allowed for r in created.results)
     assert "model-does-not-fit" in {v.code for r in created.results for v in r.decision.violations}
+
+
+@pytest.mark.parametrize(("n", "noun", "text"), [
+    pytest.param(1, "GPU", "1 GPU", id="one"), pytest.param(4, "GPU", "4 GPUs", id="many"),
+    pytest.param(0, "pod", "0 pods", id="none"), pytest.param(1, "value", "1 value", id="one-value"),
+])
+def test_counted_says_one_in_the_singular(n: int, noun: str, text: str) -> None:
+    """Messages say "1 GPU x 3 pods", never "1 GPUs" (issue 26)."""
+    from webhook.core.domain import counted
+
+    assert counted(n, noun) == text

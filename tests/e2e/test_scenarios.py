@@ -73,7 +73,8 @@ def assert_pinned(done: subprocess.CompletedProcess, pod: dict, expected: list[s
     assert done.returncode == 0, done.stderr
     # the mutating webhook says what it did, and nothing else is wrong
     assert warnings(done) == ["Warning: gpu-admission pinned this pod to GPU tier hbm-nvlink "
-                              f"(nvidia.com/gpu.product In {len(expected)} values)"], done.stderr
+                              f"(nvidia.com/gpu.product In {len(expected)} value{'s' if len(expected) != 1 else ''})"
+                              ], done.stderr
     products = product_affinity(pod)
     assert products == expected, f"stored/returned affinity {products}, `gpu-admission check` says {expected}"
     assert all(p in products for p in HBM_NVLINK) and L40S not in products

@@ -314,3 +314,9 @@ class Decision:
     """True when the pod's node selection must be narrowed to ``placement`` (mutation)."""
     group: GroupAffinity | None = None
     """Pod affinity that keeps the pod's group on one product, when the pod must get it."""
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 GPU``, ``4 GPUs``, ``1 value``: a count and its noun, singular for one (a message that says
+    "1 GPUs" reads as a bug, and the single-GPU and single-pod cases are common)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

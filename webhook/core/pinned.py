@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from webhook.core import schemes, tiering
-from webhook.core.domain import MISPLACED, Fit, GpuProduct, LabelOption, Violation, WorkloadProfile
+from webhook.core.domain import MISPLACED, Fit, GpuProduct, LabelOption, Violation, WorkloadProfile, counted
 from webhook.core.fixes import FIX_BUDGET, fix_line
 from webhook.core.inventory import Inventory
 from webhook.core.placing import (
@@ -187,7 +187,7 @@ def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, c
             return Judged(None)
         if slices and not known:
             findings.append(Finding(Violation(
-                TIER_MISMATCH, f"{describe(profile)} uses {profile.gpus_per_pod} GPUs x {profile.pods} pods but pins "
+                TIER_MISMATCH, f"{describe(profile)} uses {counted(profile.gpus_per_pod, 'GPU')} x {counted(profile.pods, 'pod')} but pins "
                 f"{pin.key} to MIG or time-sliced replicas [{', '.join(slices)}], which tensor parallelism cannot "
                 f"span: pin whole GPUs", path, fix=f"pin whole GPUs, not MIG or shared replicas, for {pin.key}")))
             return Judged(None)
@@ -233,7 +233,7 @@ def _absent_warning(profile: WorkloadProfile, values: Sequence[str], absent: Seq
     if inventory is None or not absent or any(v not in absent for v in values):
         return
     warnings.append(f"{NOT_IN_CLUSTER} (admitted, inventory.absentTier: warn): no node of the cluster offers "
-                    f"[{', '.join(absent)}] with {profile.gpus_per_pod} GPUs yet; the pod stays Pending until one "
+                    f"[{', '.join(absent)}] with {counted(profile.gpus_per_pod, 'GPU')} yet; the pod stays Pending until one "
                     f"joins. The cluster has: {inventory.describe()}")
 
 

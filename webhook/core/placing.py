@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from webhook.core import sizing
-from webhook.core.domain import Fit, LabelOption, Violation, WorkloadProfile
+from webhook.core.domain import Fit, LabelOption, Violation, WorkloadProfile, counted
 from webhook.core.fixes import FIX_BUDGET, fix_line
 from webhook.core.inference import TIER
 from webhook.core.inventory import Inventory
@@ -165,7 +165,7 @@ def unavailable(profile: WorkloadProfile, choice: TierChoice, path: str, invento
     wanted = list(pinned) or [f.value for f in choice.fits if f.fits]
     return Violation(
         NOT_IN_CLUSTER,
-        f"{describe(profile)} needs {profile.gpus_per_pod} GPUs per pod on [{shown(choice, wanted)}] "
+        f"{describe(profile)} needs {counted(profile.gpus_per_pod, 'GPU')} per pod on [{shown(choice, wanted)}] "
         f"(tier {choice.tier.name}), but no node of the cluster offers that; the cluster has: "
         f"{inventory.describe()}. Request fewer GPUs per pod, add such nodes, or choose another tier with "
         f"annotation {TIER}",

@@ -21,7 +21,7 @@ from typing import Any
 
 from webhook.core import numa, pinned, pins, schemes, tiering
 from webhook.core.fixes import FIX_BUDGET, fix_line
-from webhook.core.domain import MISPLACED, Decision, Fit, GroupAffinity, Placement, Violation, WorkloadProfile
+from webhook.core.domain import MISPLACED, Decision, Fit, GroupAffinity, Placement, Violation, WorkloadProfile, counted
 from webhook.core.groups import GPU_GROUP, Membership, declared_size, group_label, group_value, membership
 from webhook.core.inference import MODE, PREFIX, TIER
 from webhook.core.inventory import Inventory
@@ -58,7 +58,7 @@ def _absent_tier_warns(choice: _TierChoice, profile: WorkloadProfile, settings: 
         return choice
     wanted = [f.value for f in choice.fits if f.fits]
     warnings.append(f"{NOT_IN_CLUSTER} (admitted, inventory.absentTier: warn): no node of the cluster offers "
-                    f"[{_shown(choice, wanted)}] (tier {choice.tier.name}) with {profile.gpus_per_pod} GPUs "
+                    f"[{_shown(choice, wanted)}] (tier {choice.tier.name}) with {counted(profile.gpus_per_pod, 'GPU')} "
                     f"yet; the pod stays Pending until one joins. The cluster has: {inventory.describe()}")
     return replace(choice, present=None)
 
@@ -84,7 +84,7 @@ def _choose_tier(profile: WorkloadProfile, template: PodTemplate, settings: Sett
             target, _ = tiering.multi_gpu_tier(profile, settings)
             findings.append(_Finding(Violation(
                 TIER_MISMATCH,
-                f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs x {profile.pods} pods, but tier "
+                f"{_describe(profile)} uses {counted(profile.gpus_per_pod, 'GPU')} x {counted(profile.pods, 'pod')}, but tier "
                 f"{tier.name} is for single-GPU work (multiGpu: false): remove annotation {TIER} or set it to "
                 f"{target}",
                 join(template.pointer, "metadata", "annotations", TIER),
@@ -153,7 +153,7 @@ def _placement(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     if is_multi(profile):
         findings.append(_Finding(Violation(
             MISSING_SELECTOR,
-            f"{_describe(profile)} uses {profile.gpus_per_pod} GPUs per pod"
+            f"{_describe(profile)} uses {counted(profile.gpus_per_pod, 'GPU')} per pod"
             + (f" x {profile.pods} pods" if profile.pods > 1 else "")
             + f" but does not pin {settings.label_key}: add a required nodeAffinity "
             f"{settings.label_key} In [{_shown(choice, fitting)}] (tier {choice.tier.name})",
@@ -376,7 +376,7 @@ def _placement_of(profile: WorkloadProfile, settings: Settings, key: str, values
     products = tuple(dict.fromkeys(p for v in values for p in settings.catalog.named_products(v, scheme)))
     pods = f" x {profile.pods} pods" if profile.pods > 1 else ""
     tier = choice.tier.name if choice.tier else "none"
-    reason = f"tier {tier}: {_describe(profile)}, {profile.gpus_per_pod} GPUs per pod{pods}"
+    reason = f"tier {tier}: {_describe(profile)}, {counted(profile.gpus_per_pod, 'GPU')} per pod{pods}"
     return Placement(key, values, reason=reason, products=products)
 
 
@@ -463,9 +463,9 @@ def _group_fit(profile: WorkloadProfile, template: PodTemplate, settings: Settin
     if any(s is None or s >= profile.pods for s in slots.values()):
         return
     have = ", ".join(f"{v}: {s}" for v, s in sorted(slots.items(), key=lambda kv: (-(kv[1] or 0), kv[0]))[:6])
-    message = (f"{_describe(profile)} is a group of {profile.pods} pods x {profile.gpus_per_pod} GPUs that must "
+    message = (f"{_describe(profile)} is a group of {profile.pods} pods x {counted(profile.gpus_per_pod, 'GPU')} that must "
                f"share one GPU product, but no product it may use has room for {profile.pods} such pods "
-               f"(pods of {profile.gpus_per_pod} GPUs the nodes of each can hold: {have}): add nodes of one "
+               f"(pods of {counted(profile.gpus_per_pod, 'GPU')} the nodes of each can hold: {have}): add nodes of one "
                f"product, or request fewer pods or GPUs per pod")
     if settings.group_fit == "deny":
         findings.append(_Finding(Violation(GROUP_DOES_NOT_FIT, message, template.spec_pointer,

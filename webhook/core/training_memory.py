@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from webhook.core.domain import WorkloadProfile
+from webhook.core.domain import WorkloadProfile, counted
 
 ADAM_BYTES = 16.0
 """Mixed-precision Adam: 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 weights, momentum, variance)."""
@@ -248,7 +248,7 @@ def assumption_note(profile: WorkloadProfile) -> str | None:
 
 
 def _gpus(n: int) -> str:
-    return "1 GPU" if n == 1 else f"{n} GPUs"
+    return counted(n, "GPU")
 
 
 def _g(x: float) -> str:

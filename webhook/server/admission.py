@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, MutableMapping, Sequence
 
 from webhook.core import dra, engine
-from webhook.core.domain import JSON
+from webhook.core.domain import JSON, counted
 from webhook.core.engine import Judgement, TemplateResult
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import MIN_QUOTED_CHARS, REDACTED, quotable
@@ -241,7 +241,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         placed = next(r.decision for r in results if r.patch)
         assert placed.placement is not None
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
-                        f"({placed.placement.label_key} In {len(placed.placement.values)} values)")
+                        f"({placed.placement.label_key} In {counted(len(placed.placement.values), 'value')})")
     return _keep(Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
                          True, mode, tier=tier, judged=True), replies, variant)
 
