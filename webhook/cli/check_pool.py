@@ -120,8 +120,7 @@ def _work(group: _Group) -> _Done:
 
 
 def _raise(name: str, problem: sources.Unreadable) -> list[Row]:
-    raise sources.InputError(problem.reason if problem.reason.startswith(name) else f"{name}: {problem.reason}",
-                             templated=problem.templated)
+    raise sources.InputError(problem.about(name), templated=problem.templated)
 
 
 def judge_texts(texts: Texts, judge: Judge, *, jobs: int, problem: Problem = _raise) -> list[Row]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from webhook.cli.report import FAILED_MESSAGE, TEMPLATED_MESSAGE, Row, _label, is_failed, is_templated, is_unjudged
+from webhook.cli.report import FAILED_MESSAGE, TEMPLATED_MESSAGE, Row, is_failed, label, is_templated, is_unjudged
 from webhook.core.domain import WorkloadProfile
 from webhook.core.engine import effective_precision, placement_rule, tier_fits
 from webhook.core.settings import Settings
@@ -43,7 +43,7 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
     out: list[str] = []
     for row in rows:
         d, p = row.result.decision, row.result.profile
-        out.append(f"== {row.source}  {_label(row)}")
+        out.append(f"== {row.source}  {label(row)}")
         if is_unjudged(row):
             out.append("Verdict: NOT JUDGED")
             out.extend(f"  warning: {w}" for w in d.warnings)

@@ -421,7 +421,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet, context=context)
 
         def problem(name: str, why: sources.Unreadable) -> list[report.Row]:
-            return [report.unreadable(name, why.reason, templated=why.templated, mode=mode)]
+            return [report.unreadable(name, why.about(name), templated=why.templated, mode=mode)]
 
         rows = check_pool.judge_texts(texts, judge, jobs=args.jobs or check_pool.default_jobs(), problem=problem)
     except (SettingsError, sources.InputError) as exc:

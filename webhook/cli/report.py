@@ -63,12 +63,11 @@ UNREADABLE = "unreadable"
 among the others, and ``check`` exits 2 once everything is printed."""
 
 
-def unreadable(name: str, reason: str, *, templated: bool, mode: str) -> Row:
+def unreadable(name: str, note: str, *, templated: bool, mode: str) -> Row:
     """The one row of a file that was not read: ERROR (``unreadable``), or SKIP "render first" when
     it is a template (a Helm chart's ``templates/``, or ``{{ ... }}`` that is not YAML). Not
-    admitted, so a tool reading only ``allowed`` does not take it for a pass; its note the reason
-    (which names the file and line where the parser says)."""
-    note = reason if reason.startswith(name) else f"{name}: {reason}"
+    admitted, so a tool reading only ``allowed`` does not take it for a pass; ``note`` is the reason
+    naming the file (``sources.Unreadable.about``: with the parser's line where it gave one)."""
     found = TEMPLATED if templated else UNREADABLE
     template = PodTemplate("", {}, {}, kind="file", found=found, patchable=False, notes=(note,))
     warnings = (note,) if templated else ()
@@ -113,7 +112,7 @@ def result_json(row: Row) -> dict[str, JSON]:
     })
     if is_templated(row):  # the places that are still a template, for people and tools alike
         out["reason"] = "; ".join(r.template.notes)
-    if is_failed(row) or is_unreadable(row):
+    if is_error(row):
         out["error"] = "; ".join(r.template.notes)
     return out
 
@@ -153,10 +152,6 @@ def render_json(rows: Sequence[Row]) -> str:
 
 def label(row: Row) -> str:
     """How a row names its object in text: kind, namespace/name, template, "(found generically)"."""
-    return _label(row)
-
-
-def _label(row: Row) -> str:
     if row.obj is None:  # a file not read (:func:`unreadable`)
         return "(file)"
     ident = object_identity(row.obj)
@@ -182,7 +177,7 @@ def render_text(rows: Sequence[Row]) -> str:
     for row in rows:
         d, p = row.result.decision, row.result.profile
         if is_unjudged(row):
-            lines.append(f"SKIP  {row.source}  {_label(row)}: not judged")
+            lines.append(f"SKIP  {row.source}  {label(row)}: not judged")
             lines.extend(f"      warning: {w}" for w in d.warnings)
             continue
         if row.obj is None:  # a file's own row (:func:`unreadable`): the note names the file
@@ -190,12 +185,12 @@ def render_text(rows: Sequence[Row]) -> str:
             lines.append(f"SKIP  {note}" if is_templated(row) else f"ERROR {note}: not judged")
             continue
         if is_templated(row):
-            lines.append(f"SKIP  {row.source}  {_label(row)}: {TEMPLATED_MESSAGE}")
+            lines.append(f"SKIP  {row.source}  {label(row)}: {TEMPLATED_MESSAGE}")
             lines.extend(f"      {note}" for note in row.result.template.notes)
             continue
         if is_failed(row):
             at = f" at {row.pointer}" if row.pointer else ""
-            lines.append(f"ERROR {row.source}  {_label(row)}{at}: {'; '.join(row.result.template.notes)}: "
+            lines.append(f"ERROR {row.source}  {label(row)}{at}: {'; '.join(row.result.template.notes)}: "
                          f"{FAILED_MESSAGE}")
             continue
         facts = []
@@ -213,7 +208,7 @@ def render_text(rows: Sequence[Row]) -> str:
         # one name per product (the catalog's short name), not one per label spelling: --output json
         # lists every label value under "products"
         products = f" -> {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
-        lines.append(f"{_verdict(row):4}  {row.source}  {_label(row)}: {' '.join(facts)}; {tier}{products}")
+        lines.append(f"{_verdict(row):4}  {row.source}  {label(row)}: {' '.join(facts)}; {tier}{products}")
         for v in d.violations:
             lines.append(f"      {v.code}: {v.message} ({v.path or '/'})")
         for w in d.warnings:
@@ -251,13 +246,13 @@ def render_junit(rows: Sequence[Row]) -> str:
     ]
     for row in rows:
         d = row.result.decision
-        name = xml_escape(_label(row), {'"': "&quot;"})
+        name = xml_escape(label(row), {'"': "&quot;"})
         out.append(f'    <testcase classname="{xml_escape(row.source, {chr(34): "&quot;"})}" name="{name}">')
         if is_unjudged(row):
             out.append(f'      <skipped message="not judged: {xml_escape(d.warnings[0][:200], {chr(34): "&quot;"})}"/>')
         elif is_templated(row):
             out.append(f'      <skipped message="{xml_escape(d.warnings[0][:400], {chr(34): "&quot;"})}"/>')
-        elif is_failed(row) or is_unreadable(row):
+        elif is_error(row):
             error = "; ".join(row.result.template.notes)
             body = FAILED_MESSAGE if is_failed(row) else "the file was not read: nothing in it was judged"
             out.append(f'      <error message="{xml_escape(error, {chr(34): "&quot;"})}">'

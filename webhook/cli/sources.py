@@ -46,6 +46,10 @@ class Unreadable:
     """A template to render first (a Helm chart's ``templates/``, or ``{{ ... }}`` that is not YAML):
     reported SKIP, not ERROR."""
 
+    def about(self, name: str) -> str:
+        """The reason naming the file ``name`` (a parser's message names it already, with its line)."""
+        return self.reason if self.reason.startswith(name) else f"{name}: {self.reason}"
+
 
 @dataclass(frozen=True)
 class Document:

@@ -127,14 +127,14 @@ def per_gpu(profile: WorkloadProfile) -> TrainingMemory:
             return TrainingMemory(full, f"{_g(full)} B/param on 1 GPU (any strategy: one GPU holds every model "
                                         f"state){_extras(profile)}")
         shown = f"16/{n} = {_g(full)}" if profile.peft is None else _g(full)
-        return TrainingMemory(full, f"{shown} B/param per GPU, fully sharded over {_gpus(n)}{_extras(profile)}",
+        return TrainingMemory(full, f"{shown} B/param per GPU, fully sharded over {counted(n, 'GPU')}{_extras(profile)}",
                               assumed=f"strategy unknown{why}: assumed fully sharded (FSDP/ZeRO-3)",
                               otherwise=ddp, otherwise_label="under plain DDP")
     if strategy == MEGATRON:
         return _megatron(profile, n, source)
     value = _states(strategy, n, group, profile)
-    over = (f"over {_gpus(group)} of a node" if strategy in _HYBRID
-            else f"on each of {_gpus(n)}" if strategy == DDP else f"over {_gpus(n)}")
+    over = (f"over {counted(group, 'GPU')} of a node" if strategy in _HYBRID
+            else f"on each of {counted(n, 'GPU')}" if strategy == DDP else f"over {counted(n, 'GPU')}")
     label = STRATEGIES[strategy].split(" (")[0]
     formula = _formula(strategy, group if strategy in _HYBRID else n)
     shown = f"{formula} = {_g(value)}" if formula and profile.peft is None and profile.training_offload is None \
@@ -243,12 +243,8 @@ def assumption_note(profile: WorkloadProfile) -> str | None:
     if memory.otherwise is None:
         return None
     gib = profile.params_b * 1e9 / 2 ** 30
-    return (f"training strategy unknown: sized fully sharded over {_gpus(shards(profile))} "
+    return (f"training strategy unknown: sized fully sharded over {counted(shards(profile), 'GPU')} "
             f"({gib * memory.bytes_per_param:.0f} GiB each); plain DDP holds {gib * memory.otherwise:.0f} GiB per GPU")
-
-
-def _gpus(n: int) -> str:
-    return counted(n, "GPU")
 
 
 def _g(x: float) -> str:
