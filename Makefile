@@ -33,6 +33,10 @@ run: $(STAMP) certs/tls.crt  ## start the admission server on https://127.0.0.1:
 check: $(STAMP)  ## judge the bundled examples offline, as CI would
 	$(BIN)/gpu-admission check examples/
 
+.PHONY: doc-samples
+doc-samples: $(STAMP)  ## regenerate the docs' sample Warning: lines (blocks marked <!-- sample: NAME -->) from the code
+	$(BIN)/python tests/tools/doc_samples.py
+
 .PHONY: bench
 BENCH_ARGS ?= --baseline bench/results/before-issue17.json
 bench: $(STAMP)  ## performance suite against floors (~20 min; BENCH_QUICK=1 for a smoke run): bench/results/, BENCHMARKS.md

@@ -40,6 +40,7 @@ TP4 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-
 QWEN32_TP4 = ["vllm", "serve", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "4"]
 """61 GiB of bf16 weights (more than one cost card holds) that fit 4x L4: the trap on GKE's labels."""
 TRAIN = ["torchrun", "--nnodes=4", "--nproc-per-node=8", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
+TRAIN4 = ["torchrun", "--nproc-per-node=4", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
 
 
 def affinity(key: str, *values: str) -> dict[str, Any]:
@@ -242,7 +243,7 @@ MORE_CASES = [
     pytest.param(Case(pod(["vllm", "serve", "meta-llama/Llama-3.1-405B-Instruct", "--tensor-parallel-size", "2"], 2),
                       "model-does-not-fit", set_tp_and_gpus, {}), id="model-does-not-fit"),
     pytest.param(Case(pod(TP4, "4.5"), "invalid-gpu-request", whole_gpus, {}), id="invalid-gpu-request"),
-    pytest.param(Case(pod(TP4), "numa-unaligned", guaranteed, {}, strict(numa="deny")), id="numa-unaligned"),
+    pytest.param(Case(pod(TRAIN4), "numa-unaligned", guaranteed, {}, strict(numa="deny")), id="numa-unaligned"),
 ]
 
 

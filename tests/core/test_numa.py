@@ -1,5 +1,7 @@
 """Single-NUMA binding (issue 15, point 6): a multi-GPU pod that the kubelet's CPU and Topology
-Managers cannot give exclusive CPUs next to its GPUs gets a warning that names the fix."""
+Managers cannot give exclusive CPUs next to its GPUs gets a warning that names the fix, on the
+workloads where the alignment pays (issue 26, point 7: training and multi-pod groups, not every
+serving pod on NVLink)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from webhook.core import engine, settings
 from webhook.core.numa import FIX, MAX_FINDINGS, numa_findings, numa_warning
 
 
@@ -171,3 +174,38 @@ _junk = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
 def test_hostile_specs_never_raise(spec: Any, gpus: int) -> None:
     result = numa_warning(spec, gpus)
     assert result is None or result.startswith(FIX)
+
+
+def _workload(kind: str, command: list[str], gpus: int = 4, replicas: int = 1) -> dict[str, Any]:
+    """A workload whose one container is not Guaranteed (no memory limit, fractional CPU)."""
+    container = {"name": "main", "image": "vllm/vllm-openai:v0.10.1", "command": command,
+                 "resources": {"limits": {"nvidia.com/gpu": gpus, "cpu": "7500m"}}}
+    spec: dict[str, Any] = {"containers": [container]}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": "ai"}, "spec": spec}
+    if kind == "LeaderWorkerSet":
+        template = {"metadata": {}, "spec": spec}
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": "w", "namespace": "ai"},
+                "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": replicas, "workerTemplate": template}}}
+    raise AssertionError(kind)
+
+
+SERVE_70B_TP4 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4"]
+SERVE_70B_TP4_PP2 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4",
+                     "--pipeline-parallel-size", "2"]
+TRAIN_8B = ["torchrun", "--nproc-per-node=4", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
+TRAIN_8B_8 = ["torchrun", "--nproc-per-node=8", "train.py", "--model_name_or_path=meta-llama/Llama-3.1-8B"]
+
+
+@pytest.mark.parametrize(("obj", "warned"), [
+    pytest.param(_workload("Pod", SERVE_70B_TP4), False, id="one-serving-pod-on-nvlink-is-not-held-to-it"),
+    pytest.param(_workload("Pod", TRAIN_8B), True, id="training-pays"),
+    pytest.param(_workload("LeaderWorkerSet", SERVE_70B_TP4_PP2, replicas=2), True, id="a-multi-node-group-pays"),
+    pytest.param(_workload("Pod", TRAIN_8B_8, gpus=8), False, id="a-pod-over-both-sockets-cannot-be-aligned"),
+])
+def test_numa_unaligned_only_where_alignment_pays(obj: dict[str, Any], warned: bool) -> None:
+    results = engine.judge(obj, settings.default())
+    lines = [w for r in results for w in r.decision.warnings if w.startswith("numa-unaligned")]
+    assert bool(lines) == warned, [w for r in results for w in r.decision.warnings]
+    assert all(r.decision.tier == "hbm-nvlink" for r in results if r.profile.gpus_per_pod)

@@ -75,7 +75,7 @@ def codes(judged: engine.Judgement) -> set[str]:
 
 def warned(judged: engine.Judgement) -> set[str]:
     """The codes warned as pre-existing (``pre-existing CODE ...``, or ``scale-up: ... pre-existing CODE``)."""
-    return {w.split("pre-existing ", 1)[1].split()[0] for r in judged.results for w in r.decision.warnings
+    return {w.split("pre-existing ", 1)[1].split()[0].rstrip(":") for r in judged.results for w in r.decision.warnings
             if w.startswith(("pre-existing ", "scale-up: "))}
 
 
@@ -137,7 +137,10 @@ def test_the_policy_field_is_validated() -> None:
 def test_warning_names_the_code_first_within_kubectls_width() -> None:
     judged = engine.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default())
     warning = next(w for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing"))
-    assert warning[:120].startswith("pre-existing model-does-not-fit (admitted: the stored object already has it")
+    assert warning.startswith("pre-existing model-does-not-fit: ")
+    (violation,) = [v for r in engine.judge_review(PINNED_L4, settings_mod.default()).results
+                    for v in r.decision.violations]
+    assert violation.fix and violation.fix in warning[:119], warning  # the fix shows in kubectl's 120
 
 
 def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,9 +224,12 @@ def test_a_scale_up_of_a_pre_existing_violation_says_its_new_pods_will_be_denied
     scale-up is never blocked), and the warning says first that they will be denied (issue 26)."""
     judged = engine.judge_update(deployment(product="NVIDIA-L4", replicas=3), PINNED_L4, settings_mod.default())
     assert all(r.decision.allowed for r in judged.results)
-    (warning,) = [w for r in judged.results for w in r.decision.warnings if "model-does-not-fit" in w]
+    warning, _ = [w for r in judged.results for w in r.decision.warnings if "model-does-not-fit" in w]
     assert warning[:120].startswith("scale-up: the new pods will be denied, pre-existing model-does-not-fit (fix the "
                                     "template to add pods)")
+    (violation,) = [v for r in engine.judge_review(PINNED_L4, settings_mod.default()).results
+                    for v in r.decision.violations]
+    assert violation.short() in [w for r in judged.results for w in r.decision.warnings]  # the fix, whole
     # and a pod of that template is denied on create, which is what the warning promises
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm-x", "namespace": "ml"},
            "spec": copy.deepcopy(PINNED_L4["spec"]["template"]["spec"])}

@@ -157,7 +157,7 @@ def test_validate_audit_mode_admits_with_warnings(client: FlaskClient) -> None:
     status, body = post(client, "/validate?mode=audit", review(TP4_L4))
     r = body["response"]
     assert status == 200 and r["allowed"] is True and "status" not in r
-    assert r["warnings"] and r["warnings"][0].startswith("model-does-not-fit:")
+    assert r["warnings"][0].endswith(admission.DETAILS) and r["warnings"][1].startswith("model-does-not-fit:")
     for w in r["warnings"]:
         assert "\n" not in w and not w.lower().startswith("warning") and len(w) <= 120
 

@@ -75,7 +75,9 @@ def test_a_scale_is_admitted_and_a_scale_up_says_what_its_pods_meet(
     if warned is None:
         assert warnings == []
     else:
-        assert len(warnings) == 1 and warnings[0].startswith(warned), warnings
+        # what the new pods meet, then the violation's own line with its fix
+        assert len(warnings) == 2 and warnings[0].startswith(warned), warnings
+        assert warnings[1].startswith("model-does-not-fit: pin "), warnings
 
 
 @pytest.mark.parametrize(("parent", "reason"), [

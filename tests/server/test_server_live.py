@@ -31,6 +31,7 @@ import pytest
 
 from webhook.cli import certs
 from webhook.core import settings as settings_mod
+from webhook.server import admission
 
 from live import (  # noqa: F401 - helpers; the fixtures are in conftest.py
     CONSECUTIVE, IO_TIMEOUT, KEY, MAX_BODY, Pki, STOP_TIMEOUT, Server, StartServer, TP4, TP4_L4,
@@ -67,7 +68,7 @@ def test_round_trip_over_one_keep_alive_connection(server: Server) -> None:
         status, doc, _ = request_json(conn, "POST", "/validate?mode=audit", encode(review(TP4_L4, uid="uid-audit")))
         r = doc["response"]
         assert status == 200 and r["uid"] == "uid-audit" and r["allowed"] is True and "status" not in r
-        assert r["warnings"] and r["warnings"][0].startswith("model-does-not-fit:")
+        assert r["warnings"][0].endswith(admission.DETAILS) and r["warnings"][1].startswith("model-does-not-fit:")
 
         # all four answers came over the one TCP connection (one TLS handshake), as kube-apiserver expects
         assert conn.sock is sock and conn.sock.getsockname() == local
@@ -294,7 +295,7 @@ def test_policy_reload_good_then_broken(start_server: StartServer, tmp_path: Pat
                       "both workers saw the broken file", k=1)
     for _ in range(CONSECUTIVE):  # the last good policy (audit) stays in force everywhere
         allowed, response = verdict(server)
-        assert allowed is True and response["warnings"][0].startswith("model-does-not-fit:")
+        assert allowed is True and response["warnings"][1].startswith("model-does-not-fit:")
         assert broken_reported(server)[0]
     text = metrics_text(server)
     assert "gpu_admission_config_valid 0.0" in text

@@ -143,7 +143,8 @@ def judge_claim(obj: Any, *, mode: str, mutate: bool, prefix: str = "",
     Returns ``None`` for any other object, including DRA objects of an unsupported API version.
     ``mode``: ``enforce`` (violations deny) or ``audit`` (they become warnings). ``mutate``: judge
     the claim as it will be after the mutating patch (the missing constraint is then added, so it is
-    no violation) and return that patch. ``prefix``: JSON pointer of ``obj`` in the judged document.
+    no violation) and return that patch; audit mutates nothing (as for pods, :func:`policy.decide`).
+    ``prefix``: JSON pointer of ``obj`` in the judged document.
     """
     if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj.get("kind") not in KINDS \
             or obj.get("apiVersion") not in SUPPORTED_API_VERSIONS:  # a kind that is a dict is not hashable
@@ -175,7 +176,7 @@ def judge_claim(obj: Any, *, mode: str, mutate: bool, prefix: str = "",
         f"constraints: [{{requests: [{', '.join(names)}], matchAttribute: {PRODUCT_ATTRIBUTE}}}]",
         join(pointer, "devices", "constraints"))
     ops: tuple[dict[str, JSON], ...] = ()
-    if mutate:
+    if mutate and mode != "audit":
         if constraints is None:
             ops = ({"op": "add", "path": join(pointer, "devices", "constraints"), "value": [constraint]},)
         elif isinstance(constraints, list):

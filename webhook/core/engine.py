@@ -243,7 +243,7 @@ def judge_scale(parent: Any, replicas: int, settings: Settings, *, mode: str | N
     what its new pods will meet is said. ``parent`` is the stored object the Scale is of (the server
     reads it: a Scale carries no pod template), judged as its pods will be (after mutation) with
     ``replicas``; every violation that would deny them becomes a ``scale-up`` warning
-    (:func:`webhook.core.updates.pre_existing_warning`), and nothing else is said (a scale changes no
+    (:func:`webhook.core.updates.pre_existing_warnings`), and nothing else is said (a scale changes no
     template: its other warnings were given when the template was written)."""
     scaled = parent
     if isinstance(parent, Mapping) and isinstance(parent.get("spec"), Mapping):
@@ -252,7 +252,7 @@ def judge_scale(parent: Any, replicas: int, settings: Settings, *, mode: str | N
     out = []
     for r in results:
         denied = [v for v in r.decision.violations if not r.decision.allowed]
-        warnings = tuple(updates.pre_existing_warning(v, scaled_up=True) for v in denied)
+        warnings = tuple(w for v in denied for w in updates.pre_existing_warnings(v, scaled_up=True))
         out.append(replace(r, decision=replace(r.decision, allowed=True, violations=(), warnings=warnings),
                            patch=()))
     return Judgement(tuple(out))

@@ -313,10 +313,17 @@ def effective_mode(requested: str, template: PodTemplate, settings: Settings, wa
 def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, *, mode: str,
            mutate: bool, problems: Sequence[Violation] = (), inventory: Inventory | None = None) -> Decision:
     """Judge one pod template. ``mutate``: judge it as it will be after the mutating patch;
-    ``inventory``: the cluster's GPU nodes, when known (offer only what exists, avoid mixed nodes)."""
+    ``inventory``: the cluster's GPU nodes, when known (offer only what exists, avoid mixed nodes).
+
+    Audit mutates nothing, whichever way it is reached (the policy's ``mode: audit``, an audit
+    namespace's entries, the pod's audit annotation, ``check --mode audit``): audit is the mode that
+    changes nothing and only says what enforcement would do, so it is also the kill switch that undoes
+    pinning. The template is therefore judged as it is written, and what the patch would have fixed
+    is a warning."""
     warnings: list[str] = []
     findings = [_Finding(p) for p in problems]
     mode = effective_mode(mode, template, settings, warnings)
+    mutate = mutate and mode != "audit"
     if profile.gpus_per_pod <= 0:
         return _finish(mode, None, None, False, findings, warnings, (), mutate, misplaced=settings.misplaced)
     choice = _absent_tier_warns(_choose_tier(profile, template, settings, findings, inventory), profile, settings,
@@ -386,11 +393,34 @@ def _has_gpu_links(tier: Tier, settings: Settings, profile: WorkloadProfile) -> 
     return tiering.has_gpu_links(tier.products, settings.catalog, profile.gpus_per_pod)
 
 
+SOCKET_GPUS = 4
+"""GPUs under one CPU socket of an 8-GPU HGX/DGX board (``nvidia-smi topo -m`` on a DGX H100: GPUs 0-3
+on NUMA node 0, 4-7 on node 1; AMD hosts in NPS4 split them finer). A pod of more GPUs spans both sockets whatever its
+QoS: the kubelet cannot put it on one NUMA node (Topology Manager ``single-numa-node`` refuses it),
+and binding each process to its GPU's node is the launcher's job (``torchrun --numa-binding``)."""
+
+
+def numa_pays(profile: WorkloadProfile) -> bool:
+    """Whether the kubelet's single-NUMA alignment pays for this pod: training, or a group of several
+    pods, of at most :data:`SOCKET_GPUS` GPUs per pod (more cannot sit on one NUMA node).
+
+    The host is on these workloads' data path at every step. Training processes feed each GPU host
+    batches every step (PyTorch's ``torchrun --numa-binding`` docs: "typically 1-10% overall", NVIDIA's
+    ``gpu_affinity``: it "usually improves and stabilizes" multi-GPU training). A group's inter-node
+    collectives go through the host's PCIe and NIC and NCCL's CPU proxy threads, which run where their
+    CPUs are. A single serving pod on NVLink is not held to it: its weights are copied once, its
+    tensor-parallel traffic stays GPU to GPU, and the engines that care set their own affinity
+    (TensorRT-LLM's ``TLLM_NUMA_AWARE_WORKER_AFFINITY``). Warning every such pod is what made
+    ``numa-unaligned`` most of the warnings on ordinary manifests."""
+    return (profile.role == "training" or profile.pods > 1) and profile.gpus_per_pod <= SOCKET_GPUS
+
+
 def _numa(profile: WorkloadProfile, template: PodTemplate, settings: Settings, findings: list[_Finding],
           warnings: list[str]) -> None:
-    """The design's single-NUMA binding: a multi-GPU pod on the NVLink tier that the kubelet cannot
-    give CPUs on its GPUs' NUMA node (:mod:`webhook.core.numa`); policy ``numa`` says warn, deny or off."""
-    if settings.numa == "off":
+    """The design's single-NUMA binding: a multi-GPU pod on the NVLink tier, of a workload where it
+    pays (:func:`numa_pays`), that the kubelet cannot give CPUs on its GPUs' NUMA node
+    (:mod:`webhook.core.numa`); policy ``numa`` says warn, deny or off."""
+    if settings.numa == "off" or not numa_pays(profile):
         return
     text = numa.numa_warning(template.spec, profile.gpus_per_pod, settings.gpu_resources)
     if text is None:

@@ -93,8 +93,9 @@ class Settings:
     room for a member): ``warn`` admits and warns with the numbers (an autoscaler may add the nodes),
     ``deny`` denies ``group-does-not-fit``."""
     numa: str = "warn"
-    """Multi-GPU pods on a multi-GPU (NVLink) tier that cannot get CPUs aligned with their GPUs from
-    the kubelet (not Guaranteed QoS, fractional CPUs: :mod:`webhook.core.numa`): ``warn`` (default),
+    """Multi-GPU pods on a multi-GPU (NVLink) tier, of a workload where alignment pays (training, a
+    multi-pod group: ``policy.numa_pays``), that cannot get CPUs aligned with their GPUs from the
+    kubelet (not Guaranteed QoS, fractional CPUs: :mod:`webhook.core.numa`): ``warn`` (default),
     ``deny`` (``numa-unaligned``), ``off``."""
     misplaced: str = "warn"
     """A workload that runs where it is pinned, but not where the policy would put it (kind

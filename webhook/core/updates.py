@@ -47,17 +47,21 @@ def unchanged(old: PodTemplate, new: PodTemplate) -> bool:
             and old.group_size == new.group_size)
 
 
-def pre_existing_warning(violation: Violation, *, scaled_up: bool = False) -> str:
-    """The warning of a violation admitted because the stored object already had it: the code and
-    the word pre-existing first (kubectl shows a warning cut at 120 characters). An update that adds
-    replicas says first what it will not get: the pods it asks for are new objects, judged on
-    create, and denied for the same violation (the ReplicaSet then sits at FailedCreate while
-    ``kubectl scale`` printed "scaled")."""
+def pre_existing_warnings(violation: Violation, *, scaled_up: bool = False) -> tuple[str, ...]:
+    """The warnings of a violation admitted because the stored object already had it, each led by
+    what a reader of kubectl's 120-character lines needs first (the rest, and the whole message, are
+    in the audit annotation ``message``).
+
+    An ordinary update: one line, ``pre-existing <code>: <fix>``, then why it was admitted. An update
+    that adds replicas: first what it will not get (the pods it asks for are new objects, judged on
+    create and denied for the same violation, while ``kubectl scale`` prints "scaled" and the
+    ReplicaSet sits at FailedCreate), then the violation's own ``code: fix`` line, which fits."""
     if scaled_up:
         return (f"scale-up: the new pods will be denied, pre-existing {violation.code} (fix the template to "
-                f"add pods): {violation.message}")
-    return (f"pre-existing {violation.code} (admitted: the stored object already has it; updates that "
-            f"add a violation are denied; pods it creates are judged on create): {violation.message}")
+                f"add pods): {violation.message}", violation.short())
+    fix = violation.fix or violation.message
+    return (f"pre-existing {violation.code}: {fix} (admitted, stored before; updates that add a violation "
+            f"are denied, pods it creates are judged on create): {violation.message}",)
 
 
 _REPLICA_FIELDS = ("replicas", "parallelism")
@@ -114,7 +118,7 @@ def against_old(new: Sequence["TemplateResult"], old_templates: Sequence[PodTemp
             out.append(result)
             continue
         audit_lines = {f"{v.code}: {v.message}" for v in excused}
-        warnings = ([pre_existing_warning(v, scaled_up=scaled) for v in excused]
+        warnings = ([w for v in excused for w in pre_existing_warnings(v, scaled_up=scaled)]
                     + [w for w in decision.warnings if w not in audit_lines])
         out.append(replace(result, decision=replace(
             decision, violations=kept, allowed=decision.allowed or not kept, warnings=tuple(dict.fromkeys(warnings)))))

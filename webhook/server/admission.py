@@ -10,13 +10,14 @@ productName constraint on CREATE, ``/validate`` judges the claim as it arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Hashable, MutableMapping, Sequence
 
 from webhook.core import dra, engine
 from webhook.core.domain import JSON, counted
 from webhook.core.engine import Judgement, TemplateResult
 from webhook.core.inventory import Inventory
+from webhook.core.placing import describe
 from webhook.core.redaction import MIN_QUOTED_CHARS, REDACTED, quotable
 from webhook.core.settings import Settings
 from webhook.server import review
@@ -177,11 +178,40 @@ def _denial_message(req: Request, results: Sequence[TemplateResult]) -> str:
     return f"gpu-admission denied {_subject(req)}: " + "; ".join(parts)
 
 
+DETAILS = "details: gpu-admission explain, audit log *.gpu-admission.io/message"
+"""Where the whole texts are, for a reader of kubectl's cut lines: ``explain`` offline, and the audit
+annotation ``message`` (the apiserver records it under the entry's name, e.g.
+``validate-pods.gpu-admission.io/message``)."""
+
+
+def lead_line(results: Sequence[TemplateResult]) -> str | None:
+    """The first warning of a reply that has any from a GPU template: what was judged (model, size,
+    precision, TP, GPUs) and where the full texts are. Each finding's own line is ``code: fix``
+    within 120 characters and cannot also name the workload, so the reply names it once, first.
+    The subject drops its precision, then its facts, then is cut at a space, to keep :data:`DETAILS`
+    whole within 120."""
+    r = next((r for r in results if r.profile.gpus_per_pod > 0 and r.decision.warnings), None)
+    if r is None:
+        return None
+    p = r.profile
+    gpus = f" on {counted(p.gpus_per_pod, 'GPU')}" + (f" x {p.pods} pods" if p.pods > 1 else "")
+    where = f"[{r.template.template}] " if r.template.template else ""
+    subjects = (describe(p), describe(replace(p, dtype=None, quantization=None)),
+                describe(replace(p, dtype=None, quantization=None, params_b=None)))
+    for subject in subjects:
+        line = f"{where}{subject}{gpus}; {DETAILS}"
+        if len(line) <= review.WARNING_MAX_CHARS:
+            return line
+    room = review.WARNING_MAX_CHARS - len(f"{where}{gpus}; {DETAILS}")
+    return f"{where}{review.one_line(subjects[0], max(room, 8))}{gpus}; {DETAILS}"
+
+
 def _warnings(results: Sequence[TemplateResult]) -> list[str]:
     out: list[str] = []
     for r in results:
         out.extend(r.decision.warnings)
-    return out
+    lead = lead_line(results) if out else None
+    return [lead, *out] if lead else out
 
 
 def _mutate_claim(req: Request, settings: Settings) -> Outcome:
@@ -221,11 +251,13 @@ def _validate_claim(req: Request, *, mode: str) -> Outcome:
 
 
 def mutate(req: Request, settings: Settings, inventory: Inventory | None = None) -> Outcome:
-    """Pin a pod to its tier. Never denies; other kinds and operations pass untouched."""
+    """Pin a pod to its tier. Never denies; other kinds and operations pass untouched, and so does
+    everything under the policy's ``mode: audit`` (audit mutates nothing: :func:`policy.decide`)."""
     mode = settings.mode
     if req.kind_name in dra.KINDS:
         return _mutate_claim(req, settings)
-    if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate:
+    if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate \
+            or mode == "audit":
         return _allow_at_once(req, mode)
     judged, replies = _judge(req, settings, mode=mode, mutate=True, inventory=inventory)
     # what else the reply depends on: the mode it states, and the object's kind and namespace
