@@ -88,7 +88,7 @@ def test_json_and_junit_carry_the_error(tmp_path: Path) -> None:
     assert failed["found"] == "error" and failed["allowed"] is False and failed["name"] == "boom"
     assert failed["error"] == "ValueError: invalid literal for int() with base 10: '\u00b2'"
     assert doc["results"][1]["allowed"] is True
-    assert doc["summary"] == {"checked": 1, "allowed": 1, "denied": 0, "warned": 0, "unjudged": 0, "templated": 0,
+    assert doc["summary"] == {"checked": 1, "without_gpus": 0, "allowed": 1, "denied": 0, "warned": 0, "unjudged": 0, "templated": 0,
                               "errors": 1, "unreadable": 0}
     code, out, _ = run("check", str(path), "--output", "junit")
     assert code == 2 and 'errors="1"' in out and "<error message=\"ValueError: invalid literal" in out

@@ -114,7 +114,7 @@ def test_a_template_is_reported_not_denied(case: Case) -> None:
     assert code == 0, row  # was 1: denied invalid-gpu-request
     assert row["found"] == "templated" and row["reason"] == case.templated
     assert row["allowed"] is True and row["violations"] == [] and row["patch"] == []
-    assert doc["summary"] == {"checked": 0, "allowed": 0, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
+    assert doc["summary"] == {"checked": 0, "without_gpus": 0, "allowed": 0, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
                               "errors": 0, "unreadable": 0}
     _, out, _ = run("check", "-", stdin=case.manifest)
     first, detail, last = out.splitlines()
@@ -145,7 +145,7 @@ def test_json_shape() -> None:
     assert templated["warnings"] == [f'{MESSAGE}: GPU quantity "{{{{ .Values.gpus }}}}" at {LIMIT}']
     assert templated["profile"]["gpus_per_pod"] == 0
     assert judged["found"] == "kind" and judged["tier"] == "cost"
-    assert doc["summary"] == {"checked": 1, "allowed": 1, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
+    assert doc["summary"] == {"checked": 1, "without_gpus": 0, "allowed": 1, "denied": 0, "warned": 0, "unjudged": 0, "templated": 1,
                               "errors": 0, "unreadable": 0}
 
 

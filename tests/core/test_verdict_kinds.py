@@ -188,7 +188,26 @@ def test_a_pin_with_a_value_the_catalog_does_not_know_keeps_it_and_says_so() -> 
 def test_explain_prints_where_the_line_falls(p: WorkloadProfile, tier: str, link: str) -> None:
     line = tiering.placement_rule(p, S)
     assert line is not None and tier in line and link in line, line
-    assert tiering.placement_rule(profile(7.2, 1), S) is None  # one GPU: no interconnect to judge
+
+
+@pytest.mark.parametrize(("p", "chosen", "line"), [
+    pytest.param(profile(7.2, 1), "cost", "single-GPU work -> tier cost (rule: 7.2B, at most largeModelParamsB 30B)",
+                 id="small-single-gpu"),
+    pytest.param(profile(70.6, 1), "hbm-nvlink",
+                 "single-GPU work -> tier hbm-nvlink (rule: over largeModelParamsB 30B)", id="big-single-gpu"),
+    pytest.param(profile(24.0, 1), "hbm-nvlink", "single-GPU work -> tier cost (rule: 24B, at most largeModelParamsB "
+                 "30B); moved up to tier hbm-nvlink: no product of cost fits", id="escalated"),
+    pytest.param(WorkloadProfile(gpus_per_pod=1), None,
+                 "single-GPU work -> not constrained (rule: a single-GPU pod of unknown size is not pinned)",
+                 id="unknown-single-gpu"),
+    pytest.param(WorkloadProfile(gpus_per_pod=1, kind="embedding"), "cost",
+                 "single-GPU work -> tier cost (rule: embedding model, size unknown: small-model work)", id="embedding"),
+    pytest.param(WorkloadProfile(gpus_per_pod=4, tier_override="cost"), "cost",
+                 "tier cost (rule: the pod's annotation gpu-admission.io/tier)", id="annotation"),
+    pytest.param(profile(70.6, 0), None, None, id="no-gpus"),
+])
+def test_explain_names_the_rule_that_chose_the_tier(p: WorkloadProfile, chosen: str | None, line: str | None) -> None:
+    assert tiering.placement_rule(p, S, chosen) == line
 
 
 @pytest.mark.parametrize(("model", "quant"), [
@@ -211,3 +230,8 @@ def test_ollamas_default_27b_tag_on_one_l4_is_admitted() -> None:
                "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
     (r,) = judge(obj, S)
     assert r.profile.quantization == "gguf-q4_k_m" and r.decision.allowed and r.decision.tier == "cost", r.decision
+
+
+def test_the_rule_line_names_the_annotation_inference_reads() -> None:
+    from webhook.core import inference
+    assert tiering.TIER_ANNOTATION == inference.TIER

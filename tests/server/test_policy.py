@@ -212,7 +212,7 @@ def test_the_policy_configmap_is_refused_with_the_reason(client: FlaskClient, br
     message = response["status"]["message"]
     assert "ConfigMap gpu-admission/gpu-admission-policy data.policy.yaml" in message and reason in message, message
     assert "gpu-admission policy check" in message
-    assert 'gpu_admission_violations_total{code="invalid-policy"} 1.0' in client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
+    assert 'gpu_admission_violations_total{code="invalid-policy",mode="enforce"} 1.0' in client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
 
 
 @pytest.mark.parametrize(("obj", "operation", "judged"), [

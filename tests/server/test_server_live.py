@@ -129,9 +129,12 @@ def test_metrics_count_every_request_across_both_workers(server: Server) -> None
         counts = [v for labels, v in metric_samples(text, "gpu_admission_request_duration_seconds_count")
                   if labels.get("endpoint") == "validate"]
         assert counts == [float(n)]
-        violations = [v for labels, v in metric_samples(text, "gpu_admission_violations_total")
+        # one object, sent n times: one generation, counted once by each worker that saw it
+        # (webhook.server.denials keeps a ledger per worker), so 2 here, not n
+        violations = [(labels, v) for labels, v in metric_samples(text, "gpu_admission_violations_total")
                       if labels.get("code") == "model-does-not-fit"]
-        assert violations == [float(n)]
+        assert violations == [({"code": "model-does-not-fit", "mode": "enforce"}, 2.0)], violations
+        assert metric_samples(text, "gpu_admission_denials_total") == [({"mode": "enforce"}, 2.0)]
 
 
 class RequestLoop(threading.Thread):

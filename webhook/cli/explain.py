@@ -61,7 +61,7 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
             continue
         out.append("Profile")
         out.extend(_profile_lines(p))
-        rule = placement_rule(p, settings)
+        rule = placement_rule(p, settings, d.tier)
         if rule is not None:
             out.append(f"  {'placement':<12} {rule}")
         if p.gpus_per_pod > 0:
@@ -81,7 +81,10 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
                     if fit.reason.startswith("not offered") or "W8A16" in fit.reason or "fallback" in fit.reason:
                         out.append(f"      {fit.reason}")
         verdict = "ALLOWED" if d.allowed else "DENIED"
-        where = f"; lands on {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
+        # label values, as the table above and the selector spell them (a catalog id such as
+        # H100-SXM5-80GB is no node label value and could not be pasted into a selector)
+        where = (f"; lands on {d.placement.label_key} In [{', '.join(d.placement.values)}]"
+                 if d.placement else "")
         tier = f"tier {d.tier}" if d.tier else "not constrained"
         out.append(f"Verdict: {verdict} ({d.mode}), {tier}{where}")
         if row.result.patch:

@@ -132,10 +132,22 @@ def is_skipped(row: Row) -> bool:
     return is_unjudged(row) or is_templated(row)
 
 
+def is_without_gpus(row: Row) -> bool:
+    """A pod template that asks for no GPU and gives nothing to say (a CPU sidecar Deployment, a Ray
+    head, a Job's CPU launcher): read, but not a GPU workload checked, so not counted in ``checked``
+    (a repository of CPU services would otherwise report as many checks as objects)."""
+    r = row.result
+    return (row.obj is not None and r.profile.gpus_per_pod == 0 and not r.decision.violations
+            and not r.decision.warnings and not r.patch and r.decision.allowed)
+
+
 def summary(rows: Sequence[Row]) -> dict[str, int]:
     judged = [r for r in rows if not is_skipped(r) and not is_error(r)]
+    without_gpus = [r for r in judged if is_without_gpus(r)]
+    judged = [r for r in judged if not is_without_gpus(r)]
     return {
         "checked": len(judged),
+        "without_gpus": len(without_gpus),
         "allowed": sum(1 for r in judged if r.result.decision.allowed),
         "denied": sum(1 for r in judged if not r.result.decision.allowed),
         "warned": sum(1 for r in judged if r.result.decision.warnings),
@@ -222,8 +234,9 @@ def render_text(rows: Sequence[Row]) -> str:
     templated = f", {s['templated']} templated (not judged)" if s["templated"] else ""
     errors = f", {s['errors']} internal error(s) (not judged)" if s["errors"] else ""
     unread = f", {s['unreadable']} file(s) not read" if s["unreadable"] else ""
+    cpu = f", {s['without_gpus']} without GPUs" if s["without_gpus"] else ""
     lines.append(f"{s['checked']} checked, {s['allowed']} allowed, {s['denied']} denied, {s['warned']} warned"
-                 f"{not_judged}{templated}{errors}{unread}")
+                 f"{cpu}{not_judged}{templated}{errors}{unread}")
     return "\n".join(lines) + "\n"
 
 

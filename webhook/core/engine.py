@@ -14,6 +14,7 @@ from typing import Any
 from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, templating, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
+from webhook.core.placing import describe
 from webhook.core.policy import tier_fits
 from webhook.core.redaction import secret_values
 from webhook.core.settings import Settings
@@ -22,7 +23,7 @@ from webhook.core.tiering import placement_rule
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
-__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "effective_precision",
+__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "describe", "effective_precision",
            "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
            "placement_rule", "tier_fits", "unjudged"]
 

@@ -159,7 +159,7 @@ def multi_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str, s
     if settings.multi_gpu_tier is not None:
         return settings.multi_gpu_tier, "rules.multiGpuTier"
     if profile.params_b is not None and profile.params_b > settings.large_model_params_b:
-        return settings.large_model_tier, f"over {settings.large_model_params_b:g}B"
+        return settings.large_model_tier, f"over largeModelParamsB {settings.large_model_params_b:g}B"
     nvlink = needs_nvlink(profile, settings)
     small = settings.tier(settings.small_model_tier)
     card = cost_card(settings)
@@ -170,11 +170,38 @@ def multi_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str, s
     return settings.large_model_tier, f"weights need NVLink (over one {card.product if card else 'cost card'})"
 
 
-def placement_rule(profile: WorkloadProfile, settings: Settings) -> str | None:
-    """The line ``explain`` prints for multi-GPU work: where the numbers send it and why (the weights
-    against the biggest cost card), so the boundary is visible, not only applied."""
-    if not is_multi(profile):
+TIER_ANNOTATION = "gpu-admission.io/tier"
+"""The pod's own tier (``webhook.core.inference.TIER``; named here so this module stays a leaf)."""
+
+
+def single_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str | None, str]:
+    """The tier of single-GPU work and the rule that sends it there (``policy._choose_tier``'s order):
+    the size against ``largeModelParamsB``, else the kind (embeddings and diffusion are small-model
+    work), else none: a single-GPU pod of unknown size is not constrained."""
+    if profile.params_b is not None:
+        if profile.params_b > settings.large_model_params_b:
+            return settings.large_model_tier, f"over largeModelParamsB {settings.large_model_params_b:g}B"
+        return settings.small_model_tier, f"{profile.params_b:g}B, at most largeModelParamsB {settings.large_model_params_b:g}B"
+    if profile.kind in ("embedding", "diffusion"):
+        return settings.small_model_tier, f"{profile.kind} model, size unknown: small-model work"
+    return None, "a single-GPU pod of unknown size is not pinned"
+
+
+def placement_rule(profile: WorkloadProfile, settings: Settings, chosen: str | None = None) -> str | None:
+    """The line ``explain`` prints: where the rules send the work and which rule did, so the
+    boundary is visible, not only applied. Multi-GPU work also shows its numbers (the weights against
+    the biggest cost card). ``chosen``: the tier the decision took, when known: a different one is
+    said (an escalation: the small-model tier had no product that fits). None without GPUs."""
+    if profile.gpus_per_pod <= 0:
         return None
+    if profile.tier_override is not None:
+        return f"tier {profile.tier_override} (rule: the pod's annotation {TIER_ANNOTATION})"
+    if not is_multi(profile):
+        tier, why = single_gpu_tier(profile, settings)
+        if tier is None:
+            return f"single-GPU work -> not constrained (rule: {why})"
+        moved = f"; moved up to tier {chosen}: no product of {tier} fits" if chosen and chosen != tier else ""
+        return f"single-GPU work -> tier {tier} (rule: {why}){moved}"
     tier, why = multi_gpu_tier(profile, settings)
     weights = weights_gib(profile)
     card = cost_card(settings)

@@ -15,9 +15,8 @@ from typing import Any, Callable, Hashable, MutableMapping, Sequence
 
 from webhook.core import dra, engine
 from webhook.core.domain import JSON, counted
-from webhook.core.engine import Judgement, TemplateResult
+from webhook.core.engine import Judgement, TemplateResult, describe
 from webhook.core.inventory import Inventory
-from webhook.core.placing import describe
 from webhook.core.redaction import MIN_QUOTED_CHARS, REDACTED, quotable
 from webhook.core.settings import Settings
 from webhook.server import review

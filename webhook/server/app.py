@@ -21,7 +21,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
 from webhook.core.settings import MODES, Settings, default as default_settings
-from webhook.server import admission, policy_review, probes, review
+from webhook.server import admission, denials, policy_review, probes, review
 from webhook.server.filewatch import stat_signature
 from webhook.server import DEFAULT_MAX_QUEUE_AGE
 from webhook.server.gunicorn.overload import QUEUED_AT
@@ -109,6 +109,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     else:
         live = LiveSettings.fixed(settings if settings is not None else default_settings())
     m = metrics or Metrics()
+    ledger = denials.Ledger()
     live.set_hook(lambda result, _err: (m.reloads.labels(result=result).inc(),
                                         m.config_valid.set(1 if result == "success" else 0)))
     if live.last_error:  # started on the last good copy, or on nothing, because the file does not load
@@ -194,8 +195,11 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         # counted before the reply leaves, so a scrape after an answer always includes it
         counted(m.requests, endpoint, outcome.mode, str(outcome.allowed).lower(), str(req.dry_run).lower()).inc()
         counted(m.duration, endpoint).observe(elapsed)
-        for code in outcome.codes:
-            counted(m.violations, code).inc()
+        if outcome.codes and ledger.first(req.kind_name, req.obj, outcome.mode, outcome.codes):
+            for code in outcome.codes:
+                counted(m.violations, code, outcome.mode).inc()
+            if not outcome.allowed and not req.dry_run:
+                counted(m.denials, outcome.mode).inc()
         response = Response(outcome.wire if outcome.wire is not None else review.encode(outcome.review),
                             mimetype="application/json")
         if outcome.judged and log.isEnabledFor(logging.INFO):

@@ -30,7 +30,12 @@ class Metrics:
             "gpu_admission_requests_total", "Admission reviews answered",
             ["endpoint", "mode", "allowed", "dry_run"], registry=r)
         self.violations = Counter(
-            "gpu_admission_violations_total", "Violations found, by code", ["code"], registry=r)
+            "gpu_admission_violations_total", "Violations found, by code and mode, once per object generation "
+            "(a controller's retries of the same template are not counted again; webhook.server.denials)",
+            ["code", "mode"], registry=r)
+        self.denials = Counter(
+            "gpu_admission_denials_total", "Objects denied (dry runs left out), once per object generation: what "
+            "the denials alert counts, so one stuck ReplicaSet retrying is one denial", ["mode"], registry=r)
         self.duration = Histogram(
             "gpu_admission_request_duration_seconds", "Time to answer an admission review",
             ["endpoint"], buckets=BUCKETS, registry=r)
