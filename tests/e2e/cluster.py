@@ -4,8 +4,11 @@ Builds the control plane once if needed (build-control-plane.sh), makes a CA and
 certificate with `gpu-admission certs --ip 127.0.0.1`, then starts etcd, kube-apiserver,
 kube-scheduler and `gpu-admission serve` (the Deployment's command) with the same library as the
 end-to-end tests (control_plane.py), registers the webhook configurations from manifests/, creates
-fake GPU nodes and a few namespaces, prints how to use it, and runs in the foreground until Ctrl-C
-or SIGTERM, when it stops everything and removes its work directory (unless --workdir was given).
+fake GPU nodes, a few namespaces and a stand-in CRD for every example kind no running operator
+serves (so `kubectl apply -f examples/` works), writes kube-apiserver's audit log, prints how to use
+it, and runs in the foreground (restarting `gpu-admission serve` on its ports if it dies) until
+Ctrl-C or SIGTERM, when it stops everything and removes its work directory (unless --workdir was
+given). tests/e2e/test_cluster_e2e.py holds what it prints.
 
     .venv/bin/python tests/e2e/cluster.py [--workdir DIR]
 """
@@ -13,6 +16,7 @@ or SIGTERM, when it stops everything and removes its work directory (unless --wo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import subprocess
@@ -23,9 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from control_plane import (ROOT, ControlPlaneError, ManifestTree, create_nodes, fleet, install, kubeconfig_env,
-                           running_control_plane, running_webhook)
-from operators_plane import running_operators
+from control_plane import (ROOT, ControlPlane, ControlPlaneError, ManifestTree, Webhook, create_nodes, fleet, install,
+                           kubeconfig_env, running_control_plane, running_webhook)
+from objects import stand_in_crd
+from operators_plane import running_operators, wait_established
 
 OVERLAY = "overlays/generated-certs"
 NAMESPACES = {"demo": {}, "demo-audit": {"gpu-admission.io/mode": "audit"}}
@@ -48,6 +53,55 @@ def example_namespaces() -> set[str]:
             if isinstance(doc, dict) and doc.get("metadata", {}).get("namespace"):
                 found.add(doc["metadata"]["namespace"])
     return found
+
+
+CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime"})
+"""Example kinds whose objects have no namespace."""
+
+
+def example_kinds() -> dict[tuple[str, str], str]:
+    """(group, kind) -> version of every custom kind the bundled examples use (not the built-in
+    groups), so that each of their files applies."""
+    found: dict[tuple[str, str], str] = {}
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or not isinstance(doc.get("apiVersion"), str):
+                continue
+            group, _, version = doc["apiVersion"].rpartition("/")
+            if "." in group:  # apps, batch and the core group are built in
+                found.setdefault((group, doc["kind"]), version)
+    return found
+
+
+def install_stand_ins(cp: ControlPlane) -> list[str]:
+    """A stand-in CRD (:func:`objects.stand_in_crd`: any spec kept, no controller) for each example
+    kind no running operator serves yet; the names installed. The kinds' objects are then stored and
+    judged by the webhook as in a cluster that runs the operator, but nothing makes their pods."""
+    made = []
+    for (group, kind), version in sorted(example_kinds().items()):
+        plural = f"{kind.lower()}s"
+        name = f"{plural}.{group}"
+        if cp.get("crd", name):
+            continue  # the JobSet and LWS controllers installed their own
+        scope = "Cluster" if kind in CLUSTER_SCOPED else "Namespaced"
+        cp.apply([stand_in_crd(group, version, kind, plural, scope)])
+        made.append(name)
+    if made:
+        wait_established(cp, tuple(made))
+    return made
+
+
+def restart_webhook(stack: contextlib.ExitStack, dead: Webhook, docs: list[dict], certs: Path, workdir: Path,
+                    why: Exception) -> Webhook:
+    """Start ``gpu-admission serve`` again on the dead one's ports (the webhook configurations and the
+    printed hints stay right), in a new log directory (the old log keeps why it died)."""
+    first_line = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+    print(f"gpu-admission serve exited ({first_line}; log {dead.log}); restarting it on port {dead.port}, "
+          f"log {workdir / 'server.log'}", flush=True)
+    stack.close()
+    hook = stack.enter_context(running_webhook(docs, certs, workdir, port=dead.port, probe_port=dead.probe_port))
+    print(f"gpu-admission serve is back on https://127.0.0.1:{hook.port}", flush=True)
+    return hook
 
 
 def _interrupt(signum: int, _frame) -> None:
@@ -76,12 +130,15 @@ def main(argv: list[str] | None = None) -> int:
         if made.returncode != 0:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
-        with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True) as cp, \
-                kubeconfig_env(cp.kubeconfig), running_webhook(docs, certs, work / "webhook") as hook, \
+        with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True,
+                                   audit_log=True) as cp, \
+                kubeconfig_env(cp.kubeconfig), contextlib.ExitStack() as webhook_stack, \
                 running_operators(cp, bin_dir, work / "operators") as ops:
+            hook = webhook_stack.enter_context(running_webhook(docs, certs, work / "webhook"))
             install(cp, hook, docs, certs)
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
                 cp.namespace(name, labels)
+            stand_ins = install_stand_ins(cp)
             nodes = fleet()
             create_nodes(cp, nodes)
             env = f"KUBECONFIG={cp.kubeconfig}"
@@ -91,8 +148,11 @@ gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {
 kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running), the JobSet and
 LeaderWorkerSet controllers (with their own webhooks),
 gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/; the GPU inventory
-watches this cluster's nodes), {len(nodes)} fake GPU nodes.
+watches this cluster's nodes; restarted on the same ports if it dies), {len(nodes)} fake GPU nodes.
 Namespaces: demo (enforce), demo-audit (audit), {", ".join(sorted(example_namespaces()))} (enforce).
+Stand-in CRDs (objects stored and judged, no operator makes their pods): {", ".join(stand_ins) or "none"}.
+kube-apiserver audit log (the webhooks' auditAnnotations, e.g. validate-pods.gpu-admission.io/message):
+  {cp.audit_log}
 
   {env} {kubectl} get nodes -L nvidia.com/gpu.product
 
@@ -107,12 +167,20 @@ from the repository root):
   curl -s http://127.0.0.1:{hook.probe_port}/metrics | grep ^gpu_admission_requests_total   # the probe port
   kubectl -n ai-serving get deploy,rs,pods -o wide                 # its pods: made by the controllers, mutated, Running
   kubectl apply -f examples/jobset-torchrun.yaml                   # 4 GPU pods made by the JobSet and Job controllers,
-  kubectl -n training get pods -o wide -L nvidia.com/gpu.product   #   all on one GPU product (label gpu-admission.io/gpu-group)
+  kubectl -n training get pods -o wide -L gpu-admission.io/gpu-group   #   one group label, and their nodes:
+  kubectl get nodes -L nvidia.com/gpu.product                      #   all of one GPU product (pods carry no product label)
+  kubectl apply -f examples/                                       # every example applies (operator kinds: stand-ins)
+  grep -o '"[a-z-]*.gpu-admission.io/message":"[^"]*"' {cp.audit_log} | tail -3
 Logs: {work}. Ctrl-C stops everything.""", flush=True)
+            restarts = 0
             while True:
                 cp.check()
-                hook.check()
                 ops.check()
+                try:
+                    hook.check()
+                except ControlPlaneError as exc:
+                    restarts += 1
+                    hook = restart_webhook(webhook_stack, hook, docs, certs, work / f"webhook-{restarts}", exc)
                 time.sleep(1)
     except KeyboardInterrupt:
         print("\nstopped: the operators, kwok, kube-controller-manager, kube-scheduler, kube-apiserver, etcd "

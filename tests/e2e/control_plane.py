@@ -117,6 +117,8 @@ class ControlPlane:
     kwok_log: Path | None = None
     processes: dict[str, tuple[subprocess.Popen, Path]] = field(default_factory=dict, repr=False)
     """name -> (process, log) of every component started for it."""
+    audit_log: Path | None = None
+    """kube-apiserver's audit log, when started with ``audit_log=True``."""
 
     def check(self) -> None:
         """Raise ControlPlaneError when a component has exited."""
@@ -256,7 +258,7 @@ def _scheduler_config_args(config: Path | None, kubeconfig: Path, workdir: Path)
 def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = False,
                           timeout: float = STARTUP_TIMEOUT,
                           scheduler_config: Path | None = None,
-                          controllers: bool = False) -> Iterator[ControlPlane]:
+                          controllers: bool = False, audit_log: bool = False) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver (+ kube-scheduler) (+ kube-controller-manager and kwok) on free loopback
     ports; stopped on exit, whatever happens inside the block. Yields once `/readyz` answers and
     bootstrap objects exist.
@@ -269,7 +271,11 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
 
     ``scheduler_config``: a KubeSchedulerConfiguration file to run kube-scheduler with (``--config``;
     implies ``scheduler``). kube-scheduler ignores ``--kubeconfig`` once it has ``--config``, so a copy
-    with ``clientConnection.kubeconfig`` set to this control plane's kubeconfig is what it reads."""
+    with ``clientConnection.kubeconfig`` set to this control plane's kubeconfig is what it reads.
+
+    ``audit_log``: kube-apiserver writes its audit log (JSON lines, level ``Metadata`` for every
+    request: enough for the webhooks' ``auditAnnotations``) to ``workdir/audit.log``
+    (:attr:`ControlPlane.audit_log`)."""
     scheduler = scheduler or scheduler_config is not None
     workdir.mkdir(parents=True, exist_ok=True)
     procs: dict[str, tuple[subprocess.Popen, Path]] = {}
@@ -299,6 +305,15 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
         admin_cert, admin_key = users["admin"]
         port = free_port()
         cert_dir = workdir / "apiserver-certs"
+        audit_args: list[str] = []
+        if audit_log:
+            # Metadata for everything: the admission webhooks' auditAnnotations are recorded at every
+            # level; events are written when the response is complete (one line per request)
+            (workdir / "audit-policy.yaml").write_text(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+                "rules:\n  - level: Metadata\n")
+            audit_args = ["--audit-policy-file", str(workdir / "audit-policy.yaml"),
+                          "--audit-log-path", str(workdir / "audit.log"), "--audit-log-format", "json"]
         api_log = start("kube-apiserver", [
             str(bin_dir / "kube-apiserver"),
             "--etcd-servers", f"http://127.0.0.1:{etcd_client}",
@@ -312,12 +327,13 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
             "--service-cluster-ip-range", "10.96.0.0/16",
             # no controller-manager creates `default` ServiceAccounts here
             "--disable-admission-plugins", "ServiceAccount",
-            "--enable-priority-and-fairness=false", "--profiling=false"])
+            "--enable-priority-and-fairness=false", "--profiling=false", *audit_args])
 
         url = f"https://127.0.0.1:{port}"
         kubeconfig = workdir / "kubeconfig"
         _kubeconfig(kubeconfig, url, cert_dir / "apiserver.crt", admin_cert, admin_key)
-        cp = ControlPlane(bin_dir / "kubectl", kubeconfig, url, api_log, processes=procs)
+        cp = ControlPlane(bin_dir / "kubectl", kubeconfig, url, api_log, processes=procs,
+                          audit_log=workdir / "audit.log" if audit_log else None)
 
         def apiserver_ready() -> bool:
             # the default namespace and the system priority classes exist once bootstrap is done
@@ -485,7 +501,8 @@ def kubeconfig_env(path: Path) -> Iterator[None]:
 
 @contextmanager
 def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: int | None = None,
-                    timeout: float = 30, more_paths: dict[str, str] | None = None) -> Iterator[Webhook]:
+                    timeout: float = 30, more_paths: dict[str, str] | None = None,
+                    probe_port: int | None = None) -> Iterator[Webhook]:
     """`gpu-admission serve` exactly as the rendered Deployment runs it (command, args, env), with
     the rendered ConfigMap's policy; only the in-container paths and the bind address are mapped to
     local ones (``more_paths``: more of them, e.g. components/extender's bind address and client CA).
@@ -496,7 +513,7 @@ def running_webhook(docs: list[dict], certs_dir: Path, workdir: Path, *, port: i
     policy = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["policy.yaml"]
     (workdir / "policy.yaml").write_text(policy)
     port = port or free_port()
-    probe_port = free_port()
+    probe_port = probe_port or free_port()
     paths = {"/etc/gpu-admission/policy.yaml": str(workdir / "policy.yaml"),
              "/etc/gpu-admission/tls/tls.crt": str(certs_dir / "tls.crt"),
              "/etc/gpu-admission/tls/tls.key": str(certs_dir / "tls.key"),

@@ -73,12 +73,12 @@ def product_affinity(obj: dict) -> list[str] | None:
     return None
 
 
-def stand_in_crd(group: str, version: str, kind: str, plural: str) -> dict:
-    """A minimal namespaced CRD, a stand-in for an operator this e2e does not run: any spec is kept
+def stand_in_crd(group: str, version: str, kind: str, plural: str, scope: str = "Namespaced") -> dict:
+    """A minimal CRD, a stand-in for an operator this e2e does not run: any spec is kept
     (x-kubernetes-preserve-unknown-fields), no validation, no defaults, no status subresource."""
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.{group}"},
-            "spec": {"group": group, "scope": "Namespaced",
+            "spec": {"group": group, "scope": scope,
                      "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
                      "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                          "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
