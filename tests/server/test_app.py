@@ -345,9 +345,9 @@ def test_health_and_metrics(client: FlaskClient) -> None:
     text = client.get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
     assert 'gpu_admission_requests_total{allowed="false",dry_run="false",endpoint="validate",mode="enforce"} 1.0' in text
     assert 'gpu_admission_requests_total{allowed="false",dry_run="true",endpoint="validate",mode="enforce"} 1.0' in text
-    # the same object twice (the second a dry run): one generation, counted once; a denial counted
-    # once, and never for a dry run
-    assert 'gpu_admission_violations_total{code="model-does-not-fit",mode="enforce"} 1.0' in text
+    # the same object twice, once as a dry run: each counted once for its violations (a dry run
+    # is its own news), a denial only for the real one
+    assert 'gpu_admission_violations_total{code="model-does-not-fit",mode="enforce"} 2.0' in text
     assert 'gpu_admission_denials_total{mode="enforce"} 1.0' in text
     assert 'gpu_admission_request_duration_seconds_bucket{endpoint="mutate",le="0.0005"}' in text
     assert 'le="10.0"' in text

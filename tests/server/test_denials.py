@@ -46,6 +46,13 @@ def test_a_generation_is_news_once(second: dict[str, Any], mode: str, news: bool
     assert ledger.first("Pod", second, mode, ("model-does-not-fit",)) is news
 
 
+def test_a_dry_run_first_does_not_hide_the_real_denial() -> None:
+    ledger = denials.Ledger()
+    assert ledger.first("Pod", FIRST, "enforce", ("model-does-not-fit",), dry_run=True) is True
+    assert ledger.first("Pod", FIRST, "enforce", ("model-does-not-fit",), dry_run=False) is True
+    assert ledger.first("Pod", FIRST, "enforce", ("model-does-not-fit",), dry_run=False) is False
+
+
 def test_the_ledger_is_bounded() -> None:
     ledger = denials.Ledger(max_kept=2)
     pods = [rs_pod(f"p-{i}", namespace=f"ns-{i}") for i in range(3)]

@@ -212,7 +212,11 @@ def test_probes_answer_while_the_only_admission_thread_is_busy(start_server: Sta
         th.join(timeout=120)
     assert len(done) == len(bodies)
     on_probe_port = max(answered[p] for p in ("/healthz", "/readyz", "/metrics"))
-    assert on_probe_port < len(bodies) // 2 < answered["admission /healthz"], (
+    # the probe thread shares the GIL with the busy admission thread, so how many reviews finish
+    # while it answers three requests depends on the machine's load (4-14 of 48 here, 25 once in CI);
+    # what is held is that it does not wait for the queue, while the admission port's /healthz,
+    # queued behind the reviews, comes after (nearly) all of them
+    assert on_probe_port < len(bodies) * 3 // 4 < answered["admission /healthz"], (
         f"reviews done when each was answered: {answered} (of {len(bodies)})")
     assert "gpu_admission_requests_total" in server.probe("/metrics")[1]
 

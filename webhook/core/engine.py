@@ -23,8 +23,8 @@ from webhook.core.tiering import placement_rule
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
-__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "describe", "effective_precision",
-           "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
+__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "describe",
+           "effective_precision", "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
            "placement_rule", "tier_fits", "unjudged"]
 
 

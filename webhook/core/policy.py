@@ -394,10 +394,11 @@ def _has_gpu_links(tier: Tier, settings: Settings, profile: WorkloadProfile) -> 
 
 
 SOCKET_GPUS = 4
-"""GPUs under one CPU socket of an 8-GPU HGX/DGX board (``nvidia-smi topo -m`` on a DGX H100: GPUs 0-3
-on NUMA node 0, 4-7 on node 1; AMD hosts in NPS4 split them finer). A pod of more GPUs spans both sockets whatever its
-QoS: the kubelet cannot put it on one NUMA node (Topology Manager ``single-numa-node`` refuses it),
-and binding each process to its GPU's node is the launcher's job (``torchrun --numa-binding``)."""
+"""GPUs under one CPU socket of an 8-GPU HGX/DGX board (``nvidia-smi topo -m`` on a DGX H100: GPUs
+0-3 on NUMA node 0, 4-7 on node 1; AMD hosts in NPS4 split them finer). A pod of more GPUs spans
+both sockets whatever its QoS: the kubelet cannot put it on one NUMA node (Topology Manager
+``single-numa-node`` refuses it), and binding each process to its GPU's node is the launcher's job
+(``torchrun --numa-binding``)."""
 
 
 def numa_pays(profile: WorkloadProfile) -> bool:

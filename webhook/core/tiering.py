@@ -181,7 +181,8 @@ def single_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str |
     if profile.params_b is not None:
         if profile.params_b > settings.large_model_params_b:
             return settings.large_model_tier, f"over largeModelParamsB {settings.large_model_params_b:g}B"
-        return settings.small_model_tier, f"{profile.params_b:g}B, at most largeModelParamsB {settings.large_model_params_b:g}B"
+        return (settings.small_model_tier,
+                f"{profile.params_b:g}B, at most largeModelParamsB {settings.large_model_params_b:g}B")
     if profile.kind in ("embedding", "diffusion"):
         return settings.small_model_tier, f"{profile.kind} model, size unknown: small-model work"
     return None, "a single-GPU pod of unknown size is not pinned"

@@ -59,9 +59,10 @@ def pre_existing_warnings(violation: Violation, *, scaled_up: bool = False) -> t
     if scaled_up:
         return (f"scale-up: the new pods will be denied, pre-existing {violation.code} (fix the template to "
                 f"add pods): {violation.message}", violation.short())
-    fix = violation.fix or violation.message
-    return (f"pre-existing {violation.code}: {fix} (admitted, stored before; updates that add a violation "
-            f"are denied, pods it creates are judged on create): {violation.message}",)
+    why = "admitted, stored before; updates that add a violation are denied, pods it creates are judged on create"
+    if violation.fix:
+        return (f"pre-existing {violation.code}: {violation.fix} ({why}): {violation.message}",)
+    return (f"pre-existing {violation.code}: {violation.message} ({why})",)
 
 
 _REPLICA_FIELDS = ("replicas", "parallelism")

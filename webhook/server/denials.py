@@ -33,13 +33,14 @@ class Ledger:
         self._lock = threading.Lock()
         self.max_kept = max_kept
 
-    def first(self, kind: str | None, obj: Any, mode: str, codes: tuple[str, ...]) -> bool:
+    def first(self, kind: str | None, obj: Any, mode: str, codes: tuple[str, ...], *, dry_run: bool = False) -> bool:
         """True the first time this generation of ``obj`` is found with ``codes`` in ``mode``; an
-        object without a key (not a mapping) is always news."""
+        object without a key (not a mapping) is always news. A dry run is its own news: the CI
+        check that ran ``--dry-run=server`` first must not hide the real apply's denial."""
         k = verdicts.key(obj)
         if k is None:
             return True
-        tag = f"{kind}|{mode}|{','.join(codes)}\0".encode()
+        tag = f"{kind}|{mode}|{dry_run}|{','.join(codes)}\0".encode()
         digest = hashlib.blake2b(tag + k, digest_size=16).digest()
         with self._lock:
             if digest in self._seen:
