@@ -32,6 +32,20 @@ settings.load_profile("gpu-admission")
 BUILD_TIMEOUT = 3600
 """Seconds: building kube-apiserver, kubectl and etcd from source on a 2-core machine."""
 
+GO_TOOL_FIXTURES = frozenset({"control_plane_bin", "kubectl", "manifest_tree", "installed", "control_plane",
+                              "helm", "helm_bin", "promtool", "operator_crds"})
+"""Fixtures that need a tool built from Go modules (the control plane and its kubectl, helm,
+promtool when Debian's package is missing) or stand on one. A test that uses any of them, directly
+or through another fixture (``item.fixturenames`` is the closure), is marked
+``e2e`` at collection, so ``-m "not e2e"`` runs without Go and without those builds
+(tests/test_markers.py finds every fixture that runs a build script and requires it here)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if GO_TOOL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
 
 def _script_bin_dir(script: Path, timeout: int) -> Path:
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=timeout, cwd=ROOT)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from test_inventory import A100, H100, L40S, TP4, node
+from tests.core.test_inventory import A100, H100, L40S, TP4, node
 from webhook.core import nodepools, settings as settings_mod
 from webhook.core.engine import judge
 from webhook.core.inventory import from_nodes
@@ -119,34 +119,8 @@ class FakeCustom:
         return {"items": self.items, "metadata": {"resourceVersion": "7"}}
 
 
-def test_the_node_watch_folds_nodepools_into_the_inventory() -> None:
-    from test_inventory import FakeApi
-    from webhook.server.node_watch import NodeWatch
-
-    s = settings_mod.default()
-    watch = NodeWatch(FakeApi(L40S_ONLY), lambda: s)
-    watch.relist()
-    assert H100 not in watch.current().values_with_room(4)
-    assert watch.relist_nodepools(FakeCustom([H100_POOL])) == "7"
-    assert H100 in watch.current().values_with_room(4)
-    watch.apply_nodepool_event("DELETED", {"metadata": {"name": "gpu-h100", "resourceVersion": "8"}})
-    assert H100 not in watch.current().values_with_room(4)
-    watch.apply_nodepool_event("ADDED", P5_POOL)
-    assert watch.current().scalable == {H100: "NodePool p5"}
 
 
-def test_nodepools_listed_before_the_nodes_make_no_snapshot() -> None:
-    """Until the nodes are listed reviews are not filtered at all: NodePools alone must not make a
-    snapshot that says the cluster has no GPU node."""
-    from test_inventory import FakeApi
-    from webhook.server.node_watch import NodeWatch
-
-    s = settings_mod.default()
-    watch = NodeWatch(FakeApi(L40S_ONLY), lambda: s)
-    watch.relist_nodepools(FakeCustom([H100_POOL]))
-    assert watch.current() is None
-    watch.relist()
-    assert watch.current().scalable == {H100: "NodePool gpu-h100"}
 
 
 def test_check_reads_nodepools_from_the_inventory_file(tmp_path) -> None:

@@ -6,7 +6,7 @@ launcher flags (``-tp 4``, ``mpirun -n 8``), replicas an operator's manifest wri
 config files (a ZeRO stage). Python's spellings of "a number" are all wrong for this:
 
 - ``str.isdigit()`` is true for ``"²"`` and ``"⑤"``, and ``int()`` then raises: the webhook answered
-  HTTP 500 (issue 25) and ``check`` printed a traceback;
+  HTTP 500 and ``check`` would print a traceback;
 - ``int()`` itself takes far more than Kubernetes or the programs ever wrote: other scripts' digits
   (``"١٢"``, fullwidth ``"１２"``: 12), ``"1_000"``, a sign, surrounding Unicode whitespace; and it
   raises past 4,300 digits;

@@ -239,7 +239,7 @@ class Violation:
     """:data:`CANNOT_WORK` (the object fails as written: the model does not fit, the parallelism
     needs GPUs it does not have, the products are mixed or unconstrained) or :data:`MISPLACED` (it
     runs, but not where the policy would put it). Enforce denies the first; the second warns unless
-    the policy says ``misplaced: deny`` (issue 24). A misplacement that is the seed's trap (a model
+    the policy says ``misplaced: deny``. A misplacement that is the seed's trap (a model
     that needs NVLink pinned to PCIe cards while the cluster offers NVLink ones) has ``trap``."""
     trap: bool = False
     """The seed's trap with the way out in the cluster: denied in enforce even under ``misplaced: warn``."""

@@ -1,7 +1,7 @@
 """Which parts of a node selection can pin a GPU product, and which never do.
 
 A pod that selects its nodes has chosen them, and the webhook must not add a product affinity
-beside that choice (issue 24, point 5). But most selections say nothing about the GPU:
+beside that choice. But most selections say nothing about the GPU:
 ``kubernetes.io/os: linux`` is in half the Helm charts there are, and a zone or a spot pool does not
 choose a card. Counting those as pins would strip the tier affinity from nearly every pod. So a
 requirement counts as a possible product pin only when it

@@ -1,4 +1,4 @@
-"""A product pin the user wrote, judged (issue 24, points 1, 2 and 5).
+"""A product pin the user wrote, judged.
 
 A pin is a decision someone made about hardware, often deliberately (Google's tutorials put a 7B
 model at TP2 on 2x L4; Kaito's presets choose an A100 PCIe instance). It is respected unless it
@@ -84,7 +84,7 @@ def _hold_of(profile: WorkloadProfile, products: Sequence[str], settings: Settin
 
 def assumed_training(profile: WorkloadProfile) -> bool:
     """Training whose strategy the launcher does not say: sized on an assumption, so never denied
-    for memory (issue 24, point 8)."""
+    for memory."""
     return profile.role == "training" and getattr(profile, "training_strategy", None) is None
 
 

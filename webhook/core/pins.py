@@ -1,5 +1,5 @@
-"""What a pod spec pinned, whatever label it pinned with (issue 24, point 5: pins the webhook cannot
-read are respected, never overridden).
+"""What a pod spec pinned, whatever label it pinned with (pins the webhook cannot read are
+respected, never overridden).
 
 The policy used to see a product pin only on its own label (:func:`webhook.core.selection.pinned_values`)
 or on another scheme's product label with values the catalog knows (:mod:`webhook.core.schemes`).

@@ -231,7 +231,7 @@ def _parallelism(profile: WorkloadProfile, template: PodTemplate, settings: Sett
                              and declared_size(template.labels, template.annotations) is None)
     if size_unknown:
         # the group size cannot be read (a group label, or a kind read by shape): the launch may span
-        # pods this object makes, so it is not judged as one pod (issue 24, point 7)
+        # pods this object makes, so it is not judged as one pod
         name = (f"group {group[1]}" if group else f"{member.source} {member.name}" if member
                 else f"this {template.kind}")
         warnings.append(f"{layout} = {profile.gpus_used} GPUs, more than the pod's {profile.gpus_per_pod}: spans pods? "

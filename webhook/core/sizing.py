@@ -16,7 +16,7 @@ time is bytes / bandwidth, plus the tensor-parallel all-reduces of each layer:
 * per GPU: weights / (TP x PP) + runtime overhead + KV room <= GPU memory x utilization;
 * decode per token ~ (weight bytes / TP) / bandwidth + 2 x layers x all-reduce latency.
 
-Two refinements these rules do not cover (issue 15, points 3 and 4):
+Two refinements these rules do not cover:
 
 * Mixture-of-experts models served with data or expert parallelism are sized the way the engine
   splits them (:func:`weight_layout`): vLLM shards the expert layers over DP x TP ranks and keeps

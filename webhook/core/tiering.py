@@ -1,4 +1,4 @@
-"""Where multi-GPU work belongs, decided from the numbers (issue 24, points 2 and 4).
+"""Where multi-GPU work belongs, decided from the numbers.
 
 The seed puts ">30B low-latency inference and distributed training" on A100/H100 SXM and
 "embeddings, Stable Diffusion, single-card small models" on L40S/4090 class cards. It does not say

@@ -115,7 +115,7 @@ def _audit_annotations(results: Sequence[TemplateResult]) -> dict[str, str]:
     codes = sorted({v.code for r in results for v in r.decision.violations})
     if codes:
         out["violations"] = ",".join(codes)
-    # each finding's kind (issue 24): cannot-work denies, misplaced warns unless the policy says
+    # each finding's kind: cannot-work denies, misplaced warns unless the policy says
     # deny, trap is a misplacement denied because the cluster offers the way out
     kinds = sorted({f"{v.code}={'trap' if v.trap else v.kind}" for r in results
                     for v in (*r.decision.violations, *r.decision.misplaced)})

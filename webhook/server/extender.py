@@ -27,8 +27,8 @@ Errors: malformed arguments are HTTP 400 with a JSON ``error`` (kube-scheduler l
 with ``ignorable: true``, schedules without the extender). The body limit is the admission routes'
 (``max_body``, 4 MiB): a larger Content-Length is refused with 413 before a byte of the body is read,
 and a chunked body is read up to the limit and refused past it, so a request costs at most that much
-memory before it is parsed. (Until issue 25 these routes read 64 MiB: one request took a worker to
-1.8 GB.) kube-scheduler sends only the nodes that passed its own filters, GPU nodes with room for the
+memory before it is parsed (a larger limit lets one request take a worker's memory).
+kube-scheduler sends only the nodes that passed its own filters, GPU nodes with room for the
 pod; a list past the limit fails the call, which ``ignorable: true`` turns into "schedule without it".
 """
 

@@ -161,8 +161,8 @@ def parse_ollama(args: Sequence[str], b: Spec) -> None:
 OLLAMA_DEFAULT_QUANT = "gguf-q4_k_m"
 """What a library tag without a quantization pulls: the Ollama library's default tags (``gemma3:27b``,
 ``llama3.1:70b``, ``latest``) are Q4_K_M builds (each tag's page on ollama.com/library lists its
-quantization: ``gemma3:27b`` is 17 GB Q4_K_M, not the 54 GB of bf16 weights). Sizing such a pod as bf16
-refused a 27B model on one L4 that runs (issue 24)."""
+quantization: ``gemma3:27b`` is 17 GB Q4_K_M, not the 54 GB of bf16 weights). Sized as bf16, a 27B
+model that runs on one L4 would be refused."""
 _OLLAMA_FULL = re.compile(r"(?<![a-z0-9])(?:fp16|f16|bf16|fp32|f32)(?![a-z0-9])")
 
 
