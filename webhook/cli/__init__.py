@@ -1,7 +1,7 @@
 """The command line front door: ``gpu-admission`` (console script ``webhook.cli.main:main``).
 
 Owns: argument parsing and exit codes (``main``), reading the files a user names (``sources``:
-manifests from files, directories and stdin, with the fast YAML path of ``yaml_fast``; policy
+manifests from files, directories and stdin, through PyYAML's C loader; policy
 files), the parallel checker for large inputs (``check_pool``), the report renderers (``report``:
 text, JSON, JUnit) and the people-facing ``explain`` view, ``inventory`` (a fleet from saved or
 live Nodes), ``certs`` (a development CA and serving certificate) and ``install`` (the

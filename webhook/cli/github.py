@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from webhook.cli import report, yaml_fast
+from webhook.cli import report, sources
 
 _PARSER_LINE = re.compile(r"^[^\n]*?:(\d+): ")
 
@@ -40,7 +40,7 @@ def document_lines(text: str) -> list[int]:
     lines: list[int] = []
     opened = False
     try:
-        for event in yaml.parse(text, Loader=yaml_fast.LOADER):
+        for event in yaml.parse(text, Loader=sources.LOADER):
             if isinstance(event, yaml.DocumentStartEvent):
                 opened = True
             elif opened:  # the document's root node
