@@ -4,7 +4,7 @@ For every AdmissionReview of the mix (``bench.corpus``), interleaved in one loop
 three equally, with the garbage collector off while timing:
 
 - floor: ``json.dumps(json.loads(body))``: the least any Python webhook does with the review;
-- engine: ``engine.judge(obj, settings)``: workloads -> inference -> policy -> patches on the decoded
+- engine: ``engine.judge(engine.Request(obj), settings)``: workloads -> inference -> policy -> patches on the decoded
   object (what the issue calls the pure pipeline);
 - admission: ``review.parse(body)`` + ``admission.mutate/validate`` + ``json.dumps`` of the response:
   everything the server does for a review except HTTP, TLS, logging and metrics.
@@ -53,7 +53,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
     variants = int(common.scaled(60, 20)) if variants is None else variants
     settings = settings or default_settings()
     items = corpus.items(variants=variants)
-    loads, dumps, judge, parse = json.loads, json.dumps, engine.judge, review.parse
+    loads, dumps, judge, parse, ask = json.loads, json.dumps, engine.judge, review.parse, engine.Request
     ns = time.perf_counter_ns
     verdicts = admission.VERDICTS
 
@@ -69,7 +69,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
             decide = _decide(item, settings)
             for _ in range(warmup):
                 dumps(loads(body))
-                judge(obj, settings)
+                judge(ask(obj), settings)
                 dumps(decide(parse(body, "application/json")).review)
             floor_t, engine_t, adm_t = [], [], []
             gc.collect()
@@ -80,7 +80,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
                 t1 = ns()
                 forget()
                 t1b = ns()
-                judge(obj, settings)
+                judge(ask(obj), settings)
                 t2 = ns()
                 forget()
                 t2b = ns()

@@ -3,7 +3,7 @@ bug. An object the engine raises on is one ``ERROR`` line naming it (``file#inde
 and the exception; every other object is still judged and reported; the exit code is 2.
 
 The bug that showed it (``replicas: "²"``: ``isdigit`` then ``int()``) is fixed, so the unexpected
-exception is planted here (``engine.judge_any`` raising for one object), in one process and in the
+exception is planted here (``engine.judge`` raising for one object), in one process and in the
 worker processes of a large ``check``.
 """
 
@@ -39,15 +39,15 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture()
 def boom(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``engine.judge_any`` raises for objects named ``boom*``: a bug the engine does not have yet."""
-    real = engine.judge_any
+    """``engine.judge`` raises for objects named ``boom*``: a bug the engine does not have yet."""
+    real = engine.judge
 
-    def judge_any(obj: Any, *args: Any, **kw: Any) -> Any:
-        if str(obj.get("metadata", {}).get("name", "")).startswith("boom"):
+    def judge(asked: engine.Request, *args: Any, **kw: Any) -> Any:
+        if str(asked.obj.get("metadata", {}).get("name", "")).startswith("boom"):
             raise ValueError("invalid literal for int() with base 10: '\u00b2'\nsecond line")
-        return real(obj, *args, **kw)
+        return real(asked, *args, **kw)
 
-    monkeypatch.setattr(engine, "judge_any", judge_any)
+    monkeypatch.setattr(engine, "judge", judge)
 
 
 def write(tmp_path: Path, *docs: Any) -> Path:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from webhook.core import configmaps, settings as settings_mod
-from webhook.core.engine import judge, runtime_context
+from webhook.core.engine import runtime_context
+from tests.judging import judge
 
 S = settings_mod.default()
 

@@ -16,6 +16,7 @@ import pytest
 from webhook.core import engine, hardware, inventory, models, node_match, numa, settings as settings_mod
 from webhook.core.engine import TemplateResult
 from webhook.core.workloads import resolve
+from tests import judging
 
 S = settings_mod.default()
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
@@ -53,7 +54,7 @@ def kubeai(profile: str) -> dict[str, Any]:
 
 
 def one(obj: Any) -> TemplateResult:
-    (result,) = engine.judge(obj, S)
+    (result,) = judging.judge(obj, S)
     return result
 
 

@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 
 from webhook.core import dra, engine, settings as settings_mod
+from tests import judging
 
 V1 = "resource.k8s.io/v1"
 ATTR = dra.PRODUCT_ATTRIBUTE
@@ -183,28 +184,28 @@ def test_malformed_constraints_are_not_patched() -> None:
     assert result is not None and result.patch == () and not result.allowed
 
 
-def test_engine_judge_any_routes_claims_and_pods() -> None:
+def test_the_engine_entry_routes_claims_and_pods() -> None:
     s = settings_mod.default()
-    (mutated,) = engine.judge_any(claim(exactly("gpus", 4)), s, prefix="/items/0")
+    (mutated,) = judging.judge(claim(exactly("gpus", 4)), s, prefix="/items/0")
     assert mutated.decision.allowed and mutated.patch[0]["path"] == "/items/0/spec/devices/constraints"
     assert mutated.template.kind == "ResourceClaim" and mutated.template.pointer == "/items/0"
     assert mutated.profile.gpus_per_pod == 4 and mutated.decision.placement is None
-    (denied,) = engine.judge_any(template(exactly("gpus", mode="All")), s, mutate=False, mode="enforce")
+    (denied,) = judging.judge(template(exactly("gpus", mode="All")), s, mutate=False, mode="enforce")
     assert not denied.decision.allowed and denied.patch == () and denied.profile.gpus_per_pod == 0
     assert denied.decision.violations[0].code == dra.MISSING_CONSTRAINT
-    assert engine.judge_any(claim(exactly("gpus", 4), api="resource.k8s.io/v1beta2"), s) == ()
+    assert judging.judge(claim(exactly("gpus", 4), api="resource.k8s.io/v1beta2"), s) == ()
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
            "spec": {"containers": [{"name": "c", "image": "x"}]}}
-    assert engine.judge_any(pod, s) == engine.judge(pod, s)
+    assert judging.judge(pod, s) == judging.judge(pod, s)
     public = dra.judge_claim(claim(exactly("gpus", 4)), mode="enforce", mutate=False).public()  # type: ignore[union-attr]
     assert public["violations"][0]["code"] == dra.MISSING_CONSTRAINT and public["allowed"] is False
 
 
-def test_report_renders_claims_through_judge_any() -> None:
-    """The CLI hook: report rows built from judge_any results need nothing DRA-specific."""
+def test_report_renders_claims_through_the_entry() -> None:
+    """The CLI hook: report rows built from the entry's results need nothing DRA-specific."""
     from webhook.cli import report
     obj = claim(exactly("gpus", 4))
-    rows = [report.Row("claim.yaml", obj, "", r) for r in engine.judge_any(obj, settings_mod.default(), mutate=False)]
+    rows = [report.Row("claim.yaml", obj, "", r) for r in judging.judge(obj, settings_mod.default(), mutate=False)]
     text = report.render_text(rows)
     assert "DENY" in text and "ResourceClaim ai/gpus" in text and dra.MISSING_CONSTRAINT in text
     assert json.loads(report.render_json(rows))["summary"]["denied"] == 1

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from webhook.core import generic, settings as settings_mod
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.workloads import pod_templates
 
 S = settings_mod.default()

@@ -13,7 +13,8 @@ import jsonpatch
 import pytest
 
 from webhook.core import settings as settings_mod
-from webhook.core.engine import TemplateResult, judge
+from webhook.core.engine import TemplateResult
+from tests.judging import judge
 from webhook.core.groups import GPU_GROUP, Membership, group_value, membership
 from webhook.core.inventory import from_nodes
 

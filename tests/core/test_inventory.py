@@ -15,7 +15,7 @@ from kubernetes import client
 from webhook.cli.inventory import summary, used_gpus
 from webhook.cli.main import main
 from webhook.core import settings as settings_mod
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.inventory import Inventory, from_nodes
 
 S = settings_mod.default()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from webhook.core import settings as settings_mod
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.launchers import parse_container
 
 R1 = "deepseek-ai/DeepSeek-R1-0528"

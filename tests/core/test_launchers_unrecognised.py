@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from webhook.core import settings as settings_mod
-from webhook.core.engine import TemplateResult, judge
+from webhook.core.engine import TemplateResult
+from tests.judging import judge
 
 S = settings_mod.default()
 SDXL = "stabilityai/stable-diffusion-xl-base-1.0"

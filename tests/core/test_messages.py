@@ -14,7 +14,7 @@ import pytest
 
 from webhook.core import settings as settings_mod
 from webhook.core.domain import Violation
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.inventory import from_nodes
 from webhook.core.fixes import FIX_BUDGET as WARNING_MAX_CHARS  # kubectl's 120: review.WARNING_MAX_CHARS
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.core.test_inventory import A100, H100, L40S, TP4, node
 from webhook.core import nodepools, settings as settings_mod
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.inventory import from_nodes
 
 

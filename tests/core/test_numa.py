@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from webhook.core import engine, settings
 from webhook.core.numa import FIX, MAX_FINDINGS, numa_findings, numa_warning
+from tests import judging
 
 
 def gpu_container(cpu_limit: Any = "16", memory_limit: Any = "200Gi", *, name: str = "vllm", gpus: Any = 8,
@@ -205,7 +206,7 @@ TRAIN_8B_8 = ["torchrun", "--nproc-per-node=8", "train.py", "--model_name_or_pat
     pytest.param(_workload("Pod", TRAIN_8B_8, gpus=8), False, id="a-pod-over-both-sockets-cannot-be-aligned"),
 ])
 def test_numa_unaligned_only_where_alignment_pays(obj: dict[str, Any], warned: bool) -> None:
-    results = engine.judge(obj, settings.default())
+    results = judging.judge(obj, settings.default())
     lines = [w for r in results for w in r.decision.warnings if w.startswith("numa-unaligned")]
     assert bool(lines) == warned, [w for r in results for w in r.decision.warnings]
     assert all(r.decision.tier == "hbm-nvlink" for r in results if r.profile.gpus_per_pod)

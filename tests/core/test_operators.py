@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from webhook.core import operators, settings as settings_mod
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.workloads import WORKLOAD_KINDS, pod_templates
 
 ROOT = Path(__file__).resolve().parents[2]

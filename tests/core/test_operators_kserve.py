@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from webhook.core import operators, settings as settings_mod, tiering
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.operators import kserve
 from webhook.core.workloads import WORKLOAD_KINDS, pod_templates
 

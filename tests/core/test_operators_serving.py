@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from webhook.core import operators, settings as settings_mod, tiering
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
 from webhook.core.operators import ray, serving

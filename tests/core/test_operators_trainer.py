@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from webhook.core import operators, settings as settings_mod
-from webhook.core.engine import judge, runtime_context
+from webhook.core.engine import runtime_context
+from tests.judging import judge
 from webhook.core.operators import trainer
 from webhook.core.workloads import WORKLOAD_KINDS, pod_templates
 

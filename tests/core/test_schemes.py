@@ -11,7 +11,8 @@ import jsonpatch
 import pytest
 
 from webhook.core import settings as settings_mod
-from webhook.core.engine import TemplateResult, judge
+from webhook.core.engine import TemplateResult
+from tests.judging import judge
 
 S = settings_mod.default()  # GFD scheme: nvidia.com/gpu.product
 GFD = "nvidia.com/gpu.product"

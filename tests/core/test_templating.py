@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from webhook.core import engine, settings as settings_mod, templating
+from tests import judging
 
 GPU = ("nvidia.com/gpu", "amd.com/gpu")
 LIMIT = "/spec/containers/0/resources/limits/nvidia.com~1gpu"
@@ -138,7 +139,7 @@ def test_the_engine_result_is_admitted_and_says_why() -> None:
 def test_admission_still_denies_what_check_reports_templated(gpus: Any) -> None:
     """The server's path (judge_review) never asks templating: kube-apiserver refuses these itself,
     and whatever reaches the webhook is judged as written."""
-    judgement = engine.judge_review(pod({"nvidia.com/gpu": gpus}), settings_mod.default())
+    judgement = judging.judge_review(pod({"nvidia.com/gpu": gpus}), settings_mod.default())
     (result,) = judgement.results
     assert result.template.found == "kind" and not result.decision.allowed
     assert [v.code for v in result.decision.violations] == ["invalid-gpu-request"]

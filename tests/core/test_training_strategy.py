@@ -22,7 +22,8 @@ from webhook.core import configmaps
 from webhook.core import settings as settings_mod
 from webhook.core import training_memory as tm
 from webhook.core.domain import LabelOption, WorkloadProfile
-from webhook.core.engine import judge, runtime_context
+from webhook.core.engine import runtime_context
+from tests.judging import judge
 from webhook.core.hardware import default_catalog
 from webhook.core.inference import TRAINING_STRATEGY
 from webhook.core.launchers import parse_container

@@ -15,6 +15,7 @@ import pytest
 
 from webhook.core import engine, settings as settings_mod, updates
 from webhook.core.workloads import pod_templates
+from tests import judging
 
 KEY = "nvidia.com/gpu.product"
 
@@ -81,7 +82,7 @@ def warned(judged: engine.Judgement) -> set[str]:
 
 @pytest.mark.parametrize(("old", "new", "allowed", "left", "pre_existing"), CASES)
 def test_judge_change(old: Any, new: dict[str, Any], allowed: bool, left: set[str], pre_existing: set[str]) -> None:
-    judged = engine.judge_update(new, old, settings_mod.default())
+    judged = judging.judge_update(new, old, settings_mod.default())
     assert all(r.decision.allowed for r in judged.results) is allowed
     assert codes(judged) == left
     assert warned(judged) == pre_existing
@@ -90,8 +91,8 @@ def test_judge_change(old: Any, new: dict[str, Any], allowed: bool, left: set[st
 def test_every_new_violation_was_denied_before_for_a_new_object() -> None:
     """What a new object is denied for is unchanged: judge_update with no old object is judge."""
     for obj in (PINNED_L4, deployment(product="NVIDIA-L4", tp=8)):
-        new = engine.judge(obj, settings_mod.default())
-        assert engine.judge_update(obj, None, settings_mod.default()).results == new
+        new = judging.judge(obj, settings_mod.default())
+        assert judging.judge_update(obj, None, settings_mod.default()).results == new
 
 
 def judge_object_policy() -> settings_mod.Settings:
@@ -101,13 +102,13 @@ def judge_object_policy() -> settings_mod.Settings:
 @pytest.mark.parametrize("new", [deployment(product="NVIDIA-L4", replicas=0), annotated(PINNED_L4), RESTARTED],
                          ids=["scale", "annotate", "restart"])
 def test_judge_object_judges_every_update_as_new(new: dict[str, Any]) -> None:
-    judged = engine.judge_update(new, PINNED_L4, judge_object_policy())
+    judged = judging.judge_update(new, PINNED_L4, judge_object_policy())
     assert codes(judged) == {"model-does-not-fit"}
     assert not all(r.decision.allowed for r in judged.results)
 
 
 def test_audit_mode_marks_pre_existing_warnings() -> None:
-    judged = engine.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default(), mode="audit")
+    judged = judging.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default(), mode="audit")
     (result,) = judged.results
     assert result.decision.allowed and not result.decision.violations
     assert [w for w in result.decision.warnings if "model-does-not-fit" in w][0].startswith("pre-existing model-does-not-fit")
@@ -118,12 +119,12 @@ def test_unchanged_templates_are_not_judged_again() -> None:
 
     def judge_old() -> Any:
         calls.append(1)
-        return engine.judge(PINNED_L4, settings_mod.default())
+        return judging.judge(PINNED_L4, settings_mod.default())
 
-    new = engine.judge(annotated(PINNED_L4), settings_mod.default())
+    new = judging.judge(annotated(PINNED_L4), settings_mod.default())
     updates.against_old(new, pod_templates(PINNED_L4), judge_old)
     assert calls == []
-    changed = engine.judge(deployment(product="NVIDIA-L4", tp=8), settings_mod.default())
+    changed = judging.judge(deployment(product="NVIDIA-L4", tp=8), settings_mod.default())
     updates.against_old(changed, pod_templates(PINNED_L4), judge_old)
     assert calls == [1]
 
@@ -135,10 +136,10 @@ def test_the_policy_field_is_validated() -> None:
 
 
 def test_warning_names_the_code_first_within_kubectls_width() -> None:
-    judged = engine.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default())
+    judged = judging.judge_update(annotated(PINNED_L4), PINNED_L4, settings_mod.default())
     warning = next(w for r in judged.results for w in r.decision.warnings if w.startswith("pre-existing"))
     assert warning.startswith("pre-existing model-does-not-fit: ")
-    (violation,) = [v for r in engine.judge_review(PINNED_L4, settings_mod.default()).results
+    (violation,) = [v for r in judging.judge_review(PINNED_L4, settings_mod.default()).results
                     for v in r.decision.violations]
     assert violation.fix and violation.fix in warning[:119], warning  # the fix shows in kubectl's 120
 
@@ -159,7 +160,7 @@ def test_an_unchanged_operator_job_is_not_judged_again(monkeypatch: pytest.Monke
         return real(new, old_templates, lambda: calls.append(1) or judge_old(), **kw)
 
     monkeypatch.setattr(updates, "against_old", spying)
-    judged = engine.judge_update(annotated(job), job, settings_mod.default())
+    judged = judging.judge_update(annotated(job), job, settings_mod.default())
     assert calls == []
     assert all(r.decision.allowed for r in judged.results) and warned(judged) == {"model-does-not-fit"}
 
@@ -195,7 +196,7 @@ def _kueue_job(node_selector: dict[str, str] | None = None, *, queued: bool = Tr
 ])
 def test_kueue_admission_is_never_denied(old: dict[str, Any], new: dict[str, Any], allowed: bool,
                                           warning: str | None) -> None:
-    (r,) = engine.judge_update(copy.deepcopy(new), old, settings_mod.default()).results
+    (r,) = judging.judge_update(copy.deepcopy(new), old, settings_mod.default()).results
     assert r.decision.allowed is allowed
     if warning:
         assert any(w.startswith(warning) for w in r.decision.warnings)
@@ -222,18 +223,18 @@ def test_scaled_up(old: Any, new: Any, up: bool) -> None:
 def test_a_scale_up_of_a_pre_existing_violation_says_its_new_pods_will_be_denied() -> None:
     """The pods a scale-up asks for are new objects, judged on create: the update is admitted (a
     scale-up is never blocked), and the warning says first that they will be denied (issue 26)."""
-    judged = engine.judge_update(deployment(product="NVIDIA-L4", replicas=3), PINNED_L4, settings_mod.default())
+    judged = judging.judge_update(deployment(product="NVIDIA-L4", replicas=3), PINNED_L4, settings_mod.default())
     assert all(r.decision.allowed for r in judged.results)
     warning, _ = [w for r in judged.results for w in r.decision.warnings if "model-does-not-fit" in w]
     assert warning[:120].startswith("scale-up: the new pods will be denied, pre-existing model-does-not-fit (fix the "
                                     "template to add pods)")
-    (violation,) = [v for r in engine.judge_review(PINNED_L4, settings_mod.default()).results
+    (violation,) = [v for r in judging.judge_review(PINNED_L4, settings_mod.default()).results
                     for v in r.decision.violations]
     assert violation.short() in [w for r in judged.results for w in r.decision.warnings]  # the fix, whole
     # and a pod of that template is denied on create, which is what the warning promises
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm-x", "namespace": "ml"},
            "spec": copy.deepcopy(PINNED_L4["spec"]["template"]["spec"])}
-    created = engine.judge_review(pod, settings_mod.default())
+    created = judging.judge_review(pod, settings_mod.default())
     assert not all(r.decision.allowed for r in created.results)
     assert "model-does-not-fit" in {v.code for r in created.results for v in r.decision.violations}
 

@@ -12,7 +12,7 @@ import pytest
 
 from webhook.core import settings as settings_mod, tiering
 from webhook.core.domain import WorkloadProfile
-from webhook.core.engine import judge
+from tests.judging import judge
 from webhook.core.inventory import from_nodes
 
 S = settings_mod.default()

@@ -23,6 +23,7 @@ import yaml
 
 from webhook.core import verdicts
 from webhook.core.settings import default as default_settings
+from tests import judging
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SETTINGS = default_settings()
@@ -141,7 +142,7 @@ def _verdict(pod: dict[str, Any]) -> list[Any]:
 
     out = []
     for mutate in (True, False):
-        judged = engine.judge_review(pod, SETTINGS, mutate=mutate)
+        judged = judging.judge_review(pod, SETTINGS, mutate=mutate)
         out.append([(r.profile, r.decision, r.patch, r.template.template, r.template.found, r.template.notes,
                      r.template.pointer) for r in judged.results])
         out.append(judged.secrets)

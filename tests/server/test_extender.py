@@ -19,6 +19,7 @@ from webhook.core import scheduling, settings as settings_mod
 from webhook.server import extender, tokens
 from webhook.server.app import DEFAULT_MAX_BODY, create_app
 from webhook.server.gunicorn.listeners import CLIENT_CERTIFICATE
+from tests import judging
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "manifests/scheduler/kube-scheduler-config.yaml"
@@ -432,7 +433,7 @@ def test_prioritize_a_controller_pod_as_the_mutating_webhook_left_it(client: Fla
     raw.update(apiVersion="v1", kind="Pod")
     raw["spec"]["containers"][0]["command"] = ["torchrun", "--nnodes=3", "--nproc-per-node=4", "train.py",
                                                "--model_name_or_path=meta-llama/Llama-3.1-8B"]
-    (result,) = engine.judge(raw, settings_mod.default())
+    (result,) = judging.judge(raw, settings_mod.default())
     member = jsonpatch.apply_patch(raw, list(result.patch))
     assert member["metadata"]["annotations"]["gpu-admission.io/group-size"] == "3"
     got = scores(client, args(member, [A100_1, A100_2, L40S_1, node("h100-1", H100, 4), MIXED]))

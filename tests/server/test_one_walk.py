@@ -18,6 +18,7 @@ import pytest
 from webhook.core import engine, redaction, settings as settings_mod, workloads
 from webhook.core.redaction import REDACTED
 from webhook.server import admission, review
+from tests import judging
 
 TOKEN_VALUE = "Planted-Secret-Value-0123456789"
 """Not credential-shaped: only the Judgement's secrets can redact it."""
@@ -96,7 +97,7 @@ def test_a_quoted_secret_is_redacted_with_the_engines_secrets(mode: str) -> None
     # (on purpose, it names the user's input), so only the reply's redaction keeps it out
     obj = pod(4, product="NVIDIA-L40S")
     obj["metadata"]["annotations"] = {"gpu-admission.io/tier": TOKEN_VALUE}
-    results = engine.judge(obj, SETTINGS, mode=mode)
+    results = judging.judge(obj, SETTINGS, mode=mode)
     quoted = [m for r in results for m in (*[v.message for v in r.decision.violations], *r.decision.warnings)]
     assert any(TOKEN_VALUE in m for m in quoted), "the engine no longer quotes the annotation: pick another path"
     outcome = admission.validate(request(obj), SETTINGS, mode=mode)
@@ -106,7 +107,7 @@ def test_a_quoted_secret_is_redacted_with_the_engines_secrets(mode: str) -> None
 
 
 def test_judgement_secrets_come_from_the_judged_templates() -> None:
-    judged = engine.judge_review(deployment(pod(4)), SETTINGS)
+    judged = judging.judge_review(deployment(pod(4)), SETTINGS)
     assert judged.secrets == (TOKEN_VALUE,)
     assert [r.template.pointer for r in judged.results] == ["/spec/template"]
-    assert engine.judge_review({"kind": "ConfigMap"}, SETTINGS).secrets == ()
+    assert judging.judge_review({"kind": "ConfigMap"}, SETTINGS).secrets == ()

@@ -96,7 +96,7 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
             out.append(f"  {v.code} [misplaced, admitted under misplaced: warn]: {v.message}")
         shown = [*d.violations, *d.misplaced]
         for w in d.warnings:
-            if not any(w in (v.short(), f"{v.code}: {v.message}") for v in shown):
+            if not any(v.echoed_by(w) for v in shown):
                 out.append(f"  warning: {w}")
         out.append("")
     return "\n".join(out)

@@ -98,7 +98,7 @@ def _annotation(row: report.Row) -> tuple[str | None, str, str]:
     if report.is_unjudged(row):
         return "warning", "gpu-admission: not judged", f"{label}: " + "; ".join(d.warnings)
     if not d.allowed:
-        found = "; ".join(f"{v.code}: {v.message} ({v.path or '/'})" for v in d.violations)
+        found = "; ".join(v.whole() for v in d.violations)
         return "error", "gpu-admission: denied", f"{label}: {found}"
     if d.warnings:
         return "warning", "gpu-admission: warning", f"{label}: " + "; ".join(d.warnings)

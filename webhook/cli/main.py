@@ -365,16 +365,16 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
     rows: list[report.Row] = []
     for doc in docs:
         for pointer, obj in documents(doc.obj):
+            asked = engine.Request(obj, mode=mode, mutate=mutate, prefix=pointer, context=context)
             try:
                 markers = templating.find(obj, settings.gpu_resources, prefix=pointer)
                 if markers:
                     results: Sequence[engine.TemplateResult] = (
-                        engine.templated(obj, pointer, markers, mode or settings.mode),)
+                        engine.templated(obj, pointer, markers, engine.resolve_mode(asked, settings)),)
                 else:
-                    results = engine.judge_any(obj, settings, mode=mode, mutate=mutate, prefix=pointer,
-                                               inventory=inventory, context=context)
+                    results = engine.judge(asked, settings, inventory).results
             except Exception as exc:  # noqa: BLE001 - a bug: this object's one ERROR row, the others judged
-                results = (report.failed(obj, pointer, exc, mode or settings.mode),)
+                results = (report.failed(obj, pointer, exc, engine.resolve_mode(asked, settings)),)
             rows.extend(report.Row(doc.source, obj, pointer, result) for result in results)
     return rows
 
@@ -415,7 +415,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
         mutate = False if args.no_mutate else None
         context = _context(texts)
-        mode = args.mode or settings.mode
+        mode = engine.resolve_mode(engine.Request(None, mode=args.mode), settings)
 
         def judge(docs: Sequence[sources.Document]) -> list[report.Row]:
             return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet, context=context)

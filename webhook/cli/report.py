@@ -222,7 +222,7 @@ def render_text(rows: Sequence[Row]) -> str:
         products = f" -> {', '.join(d.placement.products or d.placement.values)}" if d.placement else ""
         lines.append(f"{_verdict(row):4}  {row.source}  {label(row)}: {' '.join(facts)}; {tier}{products}")
         for v in d.violations:
-            lines.append(f"      {v.code}: {v.message} ({v.path or '/'})")
+            lines.append(f"      {v.whole()}")
         for w in d.warnings:
             if not _is_violation_echo(w, d):  # audit echoes violations as warnings; shown above
                 lines.append(f"      warning: {w}")
@@ -241,7 +241,7 @@ def render_text(rows: Sequence[Row]) -> str:
 
 
 def _is_violation_echo(warning: str, decision: Any) -> bool:
-    return any(warning in (v.short(), f"{v.code}: {v.message}") for v in decision.violations)
+    return any(v.echoed_by(warning) for v in decision.violations)
 
 
 def render_junit(rows: Sequence[Row]) -> str:
@@ -272,7 +272,7 @@ def render_junit(rows: Sequence[Row]) -> str:
                        f"{xml_escape(body)}</error>")
         if not d.allowed and not is_error(row):
             message = "; ".join(v.code for v in d.violations)
-            body = "\n".join(f"{v.code}: {v.message} ({v.path})" for v in d.violations)
+            body = "\n".join(v.whole() for v in d.violations)
             out.append(f'      <failure message="{xml_escape(message, {chr(34): "&quot;"})}">'
                        f"{xml_escape(body)}</failure>")
         if d.warnings:

@@ -19,7 +19,7 @@ tests/test_architecture.py holds every one of these rules.
 from __future__ import annotations
 
 PUBLIC: tuple[str, ...] = (
-    "engine",      # judge / judge_any / judge_review / judge_update, TemplateResult, Judgement, tier_fits, describe
+    "engine",      # Request -> judge -> Judgement (the one entry), resolve_mode, TemplateResult, tier_fits, describe
     "settings",    # Settings, SettingsError, MODES, parse_text, default: the policy both doors load
     "domain",      # the frozen value types results are made of (JSON, WorkloadProfile, Decision, ...)
     "workloads",   # documents (List expansion for check), WORKLOAD_KINDS (what the server judges)

@@ -251,6 +251,16 @@ class Violation:
             out["trap"] = True
         return out
 
+    def whole(self) -> str:
+        """The one whole rendering of this violation: denial messages, the audit annotation
+        ``message``, ``check`` and ``explain`` lines, workflow annotations."""
+        return f"{self.code}: {self.message} (at {self.path or '/'})"
+
+    def echoed_by(self, warning: str) -> bool:
+        """True when ``warning`` is this violation's own line (:meth:`short`, or audit's
+        ``code: message``), not news of its own: a reader that lists both shows it once."""
+        return warning == self.short() or warning == f"{self.code}: {self.message}"
+
     def short(self) -> str:
         """The kubectl warning line of this violation: the code and the fix (else the message); a
         misplacement says so, so a reader knows it was admitted as placed."""

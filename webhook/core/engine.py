@@ -1,7 +1,7 @@
 """The pure pipeline both front doors call: object -> templates -> profiles -> decisions -> patches.
 
-The HTTP server and the ``check`` CLI call :func:`judge` and nothing below it, so the live webhook
-and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immutable settings.
+The HTTP server and the ``check`` CLI build a :class:`Request` and call :func:`judge`, the one entry,
+and nothing below it, so the live webhook and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immutable settings.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from webhook.core.tiering import placement_rule
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import NOT_WORKLOADS, PodTemplate, pod_templates, resolve
 
-__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "TemplateResult", "claim_result", "describe",
-           "effective_precision", "judge", "judge_any", "judge_review", "judge_update", "object_identity", "runtime_context", "templated",
+__all__ = ["CONTEXT_KINDS", "NOT_JUDGED", "Judgement", "Request", "TemplateResult", "claim_result", "describe",
+           "effective_precision", "judge", "object_identity", "resolve_mode", "runtime_context", "templated",
            "placement_rule", "tier_fits", "unjudged"]
 
 
@@ -37,6 +37,9 @@ class TemplateResult:
     decision: Decision
     patch: tuple[dict[str, JSON], ...]
     """RFC 6902 ops relative to the document that was judged (empty when nothing changes)."""
+    claim: dra.DraResult | None = None
+    """The DRA verdict itself, when the object is a ResourceClaim(Template): its GPU requests and
+    device count, which a template's profile has no place for."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,79 @@ def _metadata(obj: Any) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def judge(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-          prefix: str = "", inventory: Inventory | None = None,
-          context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[TemplateResult, ...]:
-    """Judge every pod template of ``obj``; kinds without pod templates give ``()``, unless the
-    object asks for GPUs somewhere: then one result says it was not judged (:func:`unjudged`).
+@dataclass(frozen=True)
+class Request:
+    """What a door asks the core to judge: one object, as it arrived.
 
-    ``mode`` defaults to the policy's mode, ``mutate`` to the policy's ``mutate``; ``prefix`` is the
-    JSON pointer of ``obj`` inside the judged document (List items); ``inventory`` the cluster's GPU
-    nodes when known; ``context`` the other objects of the same input by (kind, namespace, name), for
-    kinds whose pods come from another object (a TrainJob's runtime)."""
-    mode = mode or settings.mode
-    mutate = settings.mutate if mutate is None else mutate
+    The server builds one from an AdmissionReview, ``check`` from each document of its input; both
+    then call :func:`judge`, so the live webhook and the CI checker run the same code for every
+    kind (pods, workloads, operator kinds, DRA claims) and every operation."""
+
+    obj: Any
+    operation: str = "CREATE"
+    """``CREATE`` or ``UPDATE`` (kube-apiserver's names); ``check`` judges everything as a CREATE."""
+    old_obj: Any = None
+    """The stored object of an UPDATE: what it already had is pre-existing, not news."""
+    scale_to: int | None = None
+    """A scale-up through the ``scale`` subresource: ``obj`` is the stored object the Scale is of
+    and this its new replica count (:func:`_scaled`)."""
+    mode: str | None = None
+    """The mode asked for (``check --mode``): replaces the policy's."""
+    entry_mode: str | None = None
+    """The mode of the webhook entry the request came through (``/validate/audit`` for audit
+    namespaces): it can only soften the policy's, never harden it."""
+    mutate: bool | None = None
+    """Judge templates as the mutating webhook will leave them; ``None``: the policy's ``mutate``."""
+    prefix: str = ""
+    """The JSON pointer of ``obj`` inside the judged document (items of a v1 List)."""
+    context: Mapping[tuple[str, str, str], Any] | None = None
+    """The other objects of the same input by (kind, namespace, name), for kinds whose pods come
+    from another object (a TrainJob's runtime, a pod's ConfigMaps)."""
+
+
+def resolve_mode(request: Request, settings: Settings) -> str:
+    """The one place an object's mode is decided: a mode asked for replaces the policy's (``check
+    --mode enforce`` on an audit policy asks what enforce would deny); an entry's mode only softens
+    (an audit namespace's entry never enforces an audit policy, whose ``mode: audit`` is the kill
+    switch). A pod's own audit annotation softens further per template, where the policy allows it
+    (:func:`webhook.core.policy.effective_mode`)."""
+    if request.mode is not None:
+        return request.mode
+    if request.entry_mode is not None:
+        return "audit" if "audit" in (request.entry_mode, settings.mode) else "enforce"
+    return settings.mode
+
+
+def judge(request: Request, settings: Settings, inventory: Inventory | None = None) -> Judgement:
+    """The verdicts on ``request``'s object, for both doors: its pod templates judged (kinds
+    without any give no result, unless the object asks for GPUs somewhere: then one result says it
+    was not judged, :func:`unjudged`); a ``resource.k8s.io/v1`` claim judged by
+    :func:`webhook.core.dra.judge_claim`; an UPDATE judged against its stored object
+    (:func:`_updated`); a scale-up by what its new pods will meet (:func:`_scaled`).
+    ``inventory``: the cluster's GPU nodes, when known."""
+    mode = resolve_mode(request, settings)
+    mutate = settings.mutate if request.mutate is None else request.mutate
+    obj = request.obj
+    if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"] in dra.KINDS:
+        # a claim's spec is immutable: only a CREATE can be patched, and an UPDATE (metadata only)
+        # is judged in audit, since denying it would fix nothing and block finalizer removal
+        update = request.operation == "UPDATE"
+        claim = dra.judge_claim(obj, mode="audit" if update else mode, mutate=mutate and not update,
+                                prefix=request.prefix)
+        if claim is not None:
+            return Judgement((claim_result(claim, obj, request.prefix),))
+    if request.scale_to is not None:
+        return _scaled(obj, request.scale_to, settings, mode=mode, inventory=inventory)
+    if request.operation == "UPDATE" and request.old_obj is not None:
+        return _updated(obj, request.old_obj, settings, mode=mode, mutate=mutate, inventory=inventory)
+    return Judgement(_templates(obj, settings, mode=mode, mutate=mutate, prefix=request.prefix,
+                                inventory=inventory, context=request.context))
+
+
+def _templates(obj: Any, settings: Settings, *, mode: str, mutate: bool, prefix: str = "",
+               inventory: Inventory | None = None,
+               context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[TemplateResult, ...]:
+    """Judge every pod template of ``obj`` (see :func:`judge`)."""
     results: list[TemplateResult] = []
     leader: WorkloadProfile | None = None
     lookup = _configmaps(obj, context)
@@ -196,50 +260,30 @@ def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ..
     return tuple(replace(t, group_size=pods) if m else t for t, m in zip(templates, member))
 
 
-def judge_any(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-              prefix: str = "", inventory: Inventory | None = None,
-              context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[TemplateResult, ...]:
-    """:func:`judge`, plus ``resource.k8s.io/v1`` ResourceClaims and ResourceClaimTemplates judged by
-    :func:`webhook.core.dra.judge_claim` (same defaults from the policy) and returned in the same shape,
-    one result each, so a front door that reports TemplateResults needs no other change. Other DRA
-    versions are not judged and give ``()`` like any kind without pod templates."""
-    claim = dra.judge_claim(obj, mode=mode or settings.mode, mutate=settings.mutate if mutate is None else mutate,
-                            prefix=prefix)
-    if claim is None:
-        return judge(obj, settings, mode=mode, mutate=mutate, prefix=prefix, inventory=inventory, context=context)
-    return (claim_result(claim, obj, prefix),)
-
-
-def judge_review(obj: Any, settings: Settings, *, mode: str | None = None, mutate: bool | None = None,
-                 inventory: Inventory | None = None) -> Judgement:
-    """:func:`judge` for the admission server: the verdicts plus the secrets its reply must redact."""
-    return Judgement(judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory))
-
-
-def judge_update(obj: Any, old_obj: Any, settings: Settings, *, mode: str | None = None,
-                 mutate: bool | None = None, inventory: Inventory | None = None) -> Judgement:
-    """:func:`judge_review` for an UPDATE: with the policy's ``updates: judgeChange`` (the default)
-    a violation ``old_obj`` already had in the same template is a pre-existing warning, not a
-    denial (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new. Either
-    way, a Kueue-managed workload's update that only adds Kueue's flavor node selection is never
-    denied (:func:`webhook.core.updates.kueue_admissions`)."""
-    results = judge(obj, settings, mode=mode, mutate=mutate, inventory=inventory)
+def _updated(obj: Any, old_obj: Any, settings: Settings, *, mode: str, mutate: bool,
+             inventory: Inventory | None) -> Judgement:
+    """An UPDATE: with the policy's ``updates: judgeChange`` (the default) a violation ``old_obj``
+    already had in the same template is a pre-existing warning, not a denial
+    (:mod:`webhook.core.updates`); ``judgeObject`` judges the object as if it were new. Either way,
+    a Kueue-managed workload's update that only adds Kueue's flavor node selection is never denied
+    (:func:`webhook.core.updates.kueue_admissions`)."""
+    results = _templates(obj, settings, mode=mode, mutate=mutate, inventory=inventory)
     queued = isinstance(_mapping(_metadata(obj).get("labels")).get(updates.KUEUE_QUEUE), str)
-    if old_obj is None or (settings.updates != updates.JUDGE_CHANGE and not queued):
+    if settings.updates != updates.JUDGE_CHANGE and not queued:
         return Judgement(results)
-    # the stored templates read as judge reads them, job group sizes included, so an unchanged
+    # the stored templates read as _templates reads them, job group sizes included, so an unchanged
     # operator template compares equal and is not judged again
     old_templates = _job_groups(pod_templates(old_obj), settings.gpu_resources)
     if settings.updates == updates.JUDGE_CHANGE:
-        results = updates.against_old(results, old_templates, lambda: judge(old_obj, settings, mode=mode,
-                                                                              mutate=mutate, inventory=inventory),
+        results = updates.against_old(results, old_templates,
+                                      lambda: _templates(old_obj, settings, mode=mode, mutate=mutate, inventory=inventory),
                                       scaled=updates.scaled_up(old_obj, obj))
     results = updates.kueue_admissions(results, old_templates, queued=queued)
     return Judgement(results)
 
 
-def judge_scale(parent: Any, replicas: int, settings: Settings, *, mode: str | None = None,
-                inventory: Inventory | None = None) -> Judgement:
+def _scaled(parent: Any, replicas: int, settings: Settings, *, mode: str,
+            inventory: Inventory | None) -> Judgement:
     """A scale-up through the ``scale`` subresource (``kubectl scale``, an HPA): never denied, but
     what its new pods will meet is said. ``parent`` is the stored object the Scale is of (the server
     reads it: a Scale carries no pod template), judged as its pods will be (after mutation) with
@@ -249,7 +293,7 @@ def judge_scale(parent: Any, replicas: int, settings: Settings, *, mode: str | N
     scaled = parent
     if isinstance(parent, Mapping) and isinstance(parent.get("spec"), Mapping):
         scaled = {**parent, "spec": {**parent["spec"], "replicas": replicas}}
-    results = judge(scaled, settings, mode=mode, inventory=inventory)
+    results = _templates(scaled, settings, mode=mode, mutate=settings.mutate, inventory=inventory)
     out = []
     for r in results:
         denied = [v for v in r.decision.violations if not r.decision.allowed]
@@ -270,7 +314,7 @@ def claim_result(claim: dra.DraResult, obj: Any, prefix: str = "") -> TemplateRe
     profile = WorkloadProfile(gpus_per_pod=claim.gpu_devices or 0, kind=claim.kind)
     decision = Decision(allowed=claim.allowed, mode=claim.mode, tier=None, placement=None,
                         violations=claim.violations, warnings=claim.warnings)
-    return TemplateResult(template, profile, decision, claim.patch)
+    return TemplateResult(template, profile, decision, claim.patch, claim)
 
 
 def object_identity(obj: Any) -> dict[str, JSON]:

@@ -74,20 +74,23 @@ def _allow_at_once(req: Request, mode: str) -> Outcome:
     return Outcome(review.respond(req, allowed=True), True, mode)
 
 
-def _judge(req: Request, settings: Settings, *, mode: str, mutate: bool | None,
+def _asked(req: Request, *, entry_mode: str | None = None, mutate: bool | None = None) -> engine.Request:
+    """The core's request for ``req``: the object as it arrived (the one object it is: kube-apiserver
+    sends a Pod or a workload, never a v1 List, which is the CLI's input, see workloads.documents;
+    expanding one here would let a single review carry thousands of pods and blow the admission
+    deadline) and, for an UPDATE, the stored object it changes."""
+    return engine.Request(req.obj, req.operation, req.old_obj if req.operation == "UPDATE" else None,
+                          entry_mode=entry_mode, mutate=mutate)
+
+
+def _judge(asked: engine.Request, settings: Settings, *,
            inventory: Inventory | None) -> tuple[Judgement, Replies | None]:
-    """The judgement of ``req``'s object, and the table of replies kept with it when the verdict
-    memo answered (None when it was judged now)."""
-    # the object is judged as the one object it is: kube-apiserver sends a Pod or a workload, never a
-    # v1 List (that is the CLI's input, see workloads.documents), and expanding one here would let a
-    # single review carry thousands of pods and blow the admission deadline
-    if req.operation == "UPDATE":
-        # the change, not the object: a violation the stored object already had is pre-existing
-        return engine.judge_update(req.obj, req.old_obj, settings, mode=mode, mutate=mutate,
-                                   inventory=inventory), None
-    return VERDICTS.lookup(
-        req.obj, settings, inventory, (mode, mutate),
-        lambda: engine.judge_review(req.obj, settings, mode=mode, mutate=mutate, inventory=inventory).detached())
+    """The judgement of ``asked``, and the table of replies kept with it when the verdict memo
+    answered (None when it was judged now: UPDATEs, judged against their stored object, are not kept)."""
+    if asked.operation == "UPDATE":
+        return engine.judge(asked, settings, inventory), None
+    return VERDICTS.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
+                           lambda: engine.judge(asked, settings, inventory).detached())
 
 
 def _subject(req: Request) -> str:
@@ -160,11 +163,11 @@ def full_message(results: Sequence[TemplateResult]) -> str:
     parts = []
     for r in results:
         where = f"[{r.template.template}] " if r.template.template else ""
-        parts += [f"{where}{v.code}: {v.message} (at {v.path or '/'})" for v in r.decision.violations]
+        parts += [f"{where}{v.whole()}" for v in r.decision.violations]
         parts += [f"{where}{v.code} (misplaced, admitted): {v.message} (at {v.path or '/'})"
                   for v in r.decision.misplaced]
-        echoed = {v.short() for v in (*r.decision.violations, *r.decision.misplaced)}
-        parts += [f"{where}{w}" for w in r.decision.warnings if w not in echoed]
+        found = (*r.decision.violations, *r.decision.misplaced)
+        parts += [f"{where}{w}" for w in r.decision.warnings if not any(v.echoed_by(w) for v in found)]
     return "; ".join(dict.fromkeys(parts))
 
 
@@ -173,7 +176,7 @@ def _denial_message(req: Request, results: Sequence[TemplateResult]) -> str:
     for r in results:
         where = f"[{r.template.template}] " if r.template.template else ""
         for v in r.decision.violations:
-            parts.append(f"{where}{v.code}: {v.message} (at {v.path or '/'})")
+            parts.append(f"{where}{v.whole()}")
     return f"gpu-admission denied {_subject(req)}: " + "; ".join(parts)
 
 
@@ -213,12 +216,17 @@ def _warnings(results: Sequence[TemplateResult]) -> list[str]:
     return [lead, *out] if lead else out
 
 
+def _claim(judged: Judgement) -> dra.DraResult | None:
+    """The DRA verdict when ``judged`` is a claim's (:func:`engine.claim_result`)."""
+    return judged.results[0].claim if len(judged.results) == 1 else None
+
+
 def _mutate_claim(req: Request, settings: Settings) -> Outcome:
     """Add the productName constraint to a multi-GPU claim on CREATE (its spec is immutable after)."""
     mode = settings.mode
-    result = None
-    if req.operation == "CREATE" and not req.sub_resource and settings.mutate:
-        result = dra.judge_claim(req.obj, mode=mode, mutate=True)
+    if req.operation != "CREATE" or req.sub_resource or not settings.mutate:
+        return _allow_at_once(req, mode)
+    result = _claim(engine.judge(_asked(req, mutate=True), settings))
     if result is None:
         return _allow_at_once(req, mode)
     warnings = [f"gpu-admission added constraint matchAttribute {dra.PRODUCT_ATTRIBUTE} over "
@@ -227,13 +235,11 @@ def _mutate_claim(req: Request, settings: Settings) -> Outcome:
                    judged=True)
 
 
-def _validate_claim(req: Request, *, mode: str) -> Outcome:
-    """Judge a claim as it arrives. The spec is immutable, so an UPDATE can only change metadata: it
-    is judged in audit mode (warnings only); denying it would fix nothing and would block finalizer
-    removal on claims created before the webhook."""
-    result = None
-    if req.operation in JUDGED_OPERATIONS and not req.sub_resource:
-        result = dra.judge_claim(req.obj, mode=mode if req.operation == "CREATE" else "audit", mutate=False)
+def _validate_claim(req: Request, settings: Settings, *, mode: str) -> Outcome:
+    """Judge a claim as it arrives (an UPDATE, metadata only, in audit: :func:`engine.judge`)."""
+    if req.operation not in JUDGED_OPERATIONS or req.sub_resource:
+        return _allow_at_once(req, mode)
+    result = _claim(engine.judge(_asked(req, entry_mode=mode, mutate=False), settings))
     if result is None:
         return _allow_at_once(req, mode)
     codes = tuple(v.code for v in result.violations)
@@ -243,7 +249,7 @@ def _validate_claim(req: Request, *, mode: str) -> Outcome:
     if codes:
         annotations["violations"] = ",".join(codes)
     message = None if result.allowed else f"gpu-admission denied {_subject(req)}: " + "; ".join(
-        f"{v.code}: {v.message} (at {v.path})" for v in result.violations)
+        v.whole() for v in result.violations)
     reply = review.respond(req, allowed=result.allowed, message=message, warnings=result.warnings,
                            audit_annotations=annotations)
     return Outcome(reply, result.allowed, result.mode, codes, judged=True)
@@ -258,7 +264,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate \
             or mode == "audit":
         return _allow_at_once(req, mode)
-    judged, replies = _judge(req, settings, mode=mode, mutate=True, inventory=inventory)
+    judged, replies = _judge(_asked(req, mutate=True), settings, inventory=inventory)
     # what else the reply depends on: the mode it states, and the object's kind and namespace
     variant = ("mutate", mode, req.kind_name, req.namespace)
     reused = _reused(req, replies, variant)
@@ -308,7 +314,7 @@ def _scale(req: Request, settings: Settings, *, mode: str, inventory: Inventory 
         # the reason first: kubectl shows a warning cut at review.WARNING_MAX_CHARS
         warning = f"scale-up not checked, {what} not read ({reason}): its new pods may be denied"
         return Outcome(review.respond(req, allowed=True, warnings=[warning]), True, mode, judged=True)
-    judged = engine.judge_scale(obj, new, settings, mode=mode, inventory=inventory)
+    judged = engine.judge(engine.Request(obj, scale_to=new, entry_mode=mode), settings, inventory)
     warnings = [w for r in judged.results for w in r.decision.warnings]
     if not warnings:
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
@@ -324,7 +330,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     (``parent`` reads its object)."""
     kind = req.kind_name
     if kind in dra.KINDS:
-        return _validate_claim(req, mode=mode)
+        return _validate_claim(req, settings, mode=mode)
     if req.sub_resource == "scale" and req.operation == "UPDATE":
         return _scale(req, settings, mode=mode, inventory=inventory, parent=parent)
     # any kind that arrives is judged: the shipped configurations send WORKLOAD_KINDS, and a kind a
@@ -334,7 +340,9 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
-    judged, replies = _judge(req, settings, mode=mode, mutate=False if kind == "Pod" else None, inventory=inventory)
+    asked = _asked(req, entry_mode=mode, mutate=False if kind == "Pod" else None)
+    mode = engine.resolve_mode(asked, settings)
+    judged, replies = _judge(asked, settings, inventory=inventory)
     variant = ("validate", mode, kind, req.namespace)
     reused = _reused(req, replies, variant)
     if reused is not None:
