@@ -28,7 +28,7 @@ import webhook.server
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "webhook"
 
-DOOR_LIBRARIES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client", "jsonpatch", "cryptography")
+DOOR_LIBRARIES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client", "cryptography")
 """Libraries only a door may use."""
 IMPURE_STDLIB = ("os", "sys", "time", "datetime", "socket", "ssl", "selectors", "select", "threading",
                  "multiprocessing", "concurrent", "asyncio", "subprocess", "signal", "logging", "http",

@@ -143,7 +143,7 @@ def test_patch_shape_creates_or_appends() -> None:
                                                                         "distinctAttribute": "x.example.com/numa"}]),
                                mode="enforce", mutate=True)
     assert appended is not None and appended.patch == (
-        {"op": "add", "path": "/spec/devices/constraints/-", "value": {"requests": ["gpus"], "matchAttribute": ATTR}},)
+        {"op": "add", "path": "/spec/devices/constraints/1", "value": {"requests": ["gpus"], "matchAttribute": ATTR}},)
 
 
 def test_prefix_is_escaped_into_paths() -> None:

@@ -40,3 +40,32 @@ def test_a_label_change_is_a_new_inventory_for_the_verdict_memo() -> None:
     for inventory in (before, before, after):
         memo.get_or_compute(pod, S, inventory, (), lambda: calls.append(1) or len(calls))
     assert len(calls) == 2  # computed for `before`, answered from the memo once, computed again for `after`
+
+
+def heartbeat(n: dict, at: str, rv: str) -> dict:
+    """``n`` as a kubelet's status update rewrites it: new heartbeat times, images and resourceVersion."""
+    return {**n, "metadata": {**n["metadata"], "resourceVersion": rv, "managedFields": [{"time": at}]},
+            "status": {**n.get("status", {}), "images": [{"names": [f"img@{at}"], "sizeBytes": 1}],
+                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": at}]}}
+
+
+def test_a_heartbeat_keeps_the_inventory_and_the_memo() -> None:
+    """1,000 kubelet status updates that change no GPU fact rebuild nothing: the snapshot is the same
+    object, so the verdict memo keyed by it keeps answering; a change of capacity is a new one."""
+    from webhook.server.verdict_cache import VerdictCache
+
+    watch = NodeWatch(FakeApi([node("a", A100), node("l", L40S)]), lambda: S)
+    watch.relist()
+    first = watch.current()
+    memo, calls = VerdictCache(), []
+    pod = {**vllm_pod("Qwen/Qwen2.5-7B-Instruct", 1),
+           "metadata": {"generateName": "p-", "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}]}}
+    for i in range(1000):
+        watch.apply_event("MODIFIED", heartbeat(node("a" if i % 2 else "l", A100 if i % 2 else L40S), f"t{i}", str(100 + i)))
+        memo.get_or_compute(pod, S, watch.current(), (), lambda: calls.append(1) or len(calls))
+    assert watch.current() is first and watch.unchanged == 1000
+    assert (memo.hits, memo.misses) == (999, 1)
+    grown = node("a", A100)
+    grown["status"] = {**grown["status"], "allocatable": {**grown["status"]["allocatable"], "nvidia.com/gpu": "2"}}
+    watch.apply_event("MODIFIED", grown)
+    assert watch.current() is not first and watch.current().nodes["a"].allocatable == 2

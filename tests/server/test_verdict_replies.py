@@ -104,13 +104,13 @@ def test_reply_table_is_offered_on_hits_only_and_bounded() -> None:
 
     cache = VerdictCache()
     pod = _with(_pod(), "metadata/generateName", "a-")
-    assert cache.lookup(pod, None, None, (), lambda: "v") == ("v", None)  # judged now: nothing to keep into
-    value, replies = cache.lookup(copy.deepcopy(pod), None, None, (), lambda: "other")
-    assert value == "v" and replies is not None
+    assert cache.lookup(pod, None, None, (), lambda: "v") == ("v", None, "miss")  # judged now: nothing to keep into
+    value, replies, result = cache.lookup(copy.deepcopy(pod), None, None, (), lambda: "other")
+    assert value == "v" and replies is not None and result == "hit"
     for n in range(MAX_REPLIES + 3):
         replies[("variant", n)] = n
-    assert len(replies) == MAX_REPLIES and cache.lookup(pod, None, None, (), lambda: "x")[1] is replies
-    assert cache.lookup(_with(_pod(), "metadata/name", "by-hand"), None, None, (), lambda: "h") == ("h", None)
+    assert len(replies) == MAX_REPLIES and cache.lookup(pod, None, None, (), lambda: "x").replies is replies
+    assert cache.lookup(_with(_pod(), "metadata/name", "by-hand"), None, None, (), lambda: "h") == ("h", None, "unkept")
 
 
 @pytest.mark.parametrize(("uid", "warnings", "kept"), [
@@ -125,3 +125,26 @@ def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str], kept:
         reply, wire = reusable.answer(uid)
         assert reply["response"]["uid"] == uid and wire == review.encode(reply)
         assert reply == review.respond(None, allowed=True, uid=uid, warnings=warnings)
+
+
+def test_the_memo_metric_counts_hits_misses_and_unkept() -> None:
+    """``gpu_admission_verdict_memo_total{result}``: the first copy of a controller's pod is a miss,
+    the next a hit; a pod written by hand is unkept (its next copy would not look the same)."""
+    from webhook.server.app import create_app
+
+    admission.VERDICTS.clear()
+    app = create_app(SETTINGS)
+    client = app.test_client()
+    made = _pod()
+    made["metadata"] = {"generateName": "m-", "namespace": "ns", "labels": {"app": "x", "pod-template-hash": "abc"},
+                        "ownerReferences": [{"controller": True, "kind": "ReplicaSet", "name": "m", "uid": "r"}]}
+    by_hand = _pod()
+    for obj in (made, made, by_hand):
+        body = json.dumps({"apiVersion": review.API_VERSION, "kind": review.KIND, "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+            "namespace": "ns", "object": obj}})
+        assert client.post("/validate", data=body, content_type="application/json").status_code == 200
+    text = app.extensions["gpu_admission"]["metrics"].exposition()[0].decode()
+    found = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if line.startswith("gpu_admission_verdict_memo_total{")}
+    assert found == {'result="miss"': 1.0, 'result="hit"': 1.0, 'result="unkept"': 1.0}

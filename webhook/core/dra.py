@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.core import patches
 from webhook.core.domain import JSON, Violation
 from webhook.core.workloads import join
 
@@ -176,11 +177,9 @@ def judge_claim(obj: Any, *, mode: str, mutate: bool, prefix: str = "",
         f"constraints: [{{requests: [{', '.join(names)}], matchAttribute: {PRODUCT_ATTRIBUTE}}}]",
         join(pointer, "devices", "constraints"))
     ops: tuple[dict[str, JSON], ...] = ()
-    if mutate and mode != "audit":
-        if constraints is None:
-            ops = ({"op": "add", "path": join(pointer, "devices", "constraints"), "value": [constraint]},)
-        elif isinstance(constraints, list):
-            ops = ({"op": "add", "path": join(pointer, "devices", "constraints", "-"), "value": constraint},)
+    if mutate and mode != "audit" and (constraints is None or isinstance(constraints, list)):
+        ops = tuple(patches.diff(join(pointer, "devices", "constraints"), constraints or (),
+                                 [*(constraints or ()), constraint]))
     # like pods: a fixable finding vanishes under mutation (only when the patch can be built)
     violations = () if ops else (violation,)
     audit = mode == "audit"

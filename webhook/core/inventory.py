@@ -256,6 +256,27 @@ def node_gpus(node: Mapping[str, Any], *, label_key: str, scheme: str, catalog: 
     return NodeGpus(name, value, product, capacity, allocatable, tuple(anomalies), MappingProxyType(labels))
 
 
+def node_facts(node: Any) -> dict[str, Any] | None:
+    """The part of a Node object the inventory reads (:func:`node_gpus`): its name, labels, capacity
+    and allocatable; ``None`` for what is not a Node with a name.
+
+    A watch keeps this, not the whole Node: a kubelet's status update every few seconds changes
+    heartbeat times, images and conditions, none of which places a GPU pod, and two events whose
+    facts are equal need no new inventory (whose identity keys the server's verdict memo)."""
+    meta = _mapping(node.get("metadata")) if isinstance(node, Mapping) else {}
+    name = meta.get("name")
+    if not isinstance(name, str):
+        return None
+    status = _mapping(node.get("status"))
+    labels = {k: v for k, v in _mapping(meta.get("labels")).items() if isinstance(v, str)}
+    # every resource, not only the policy's GPU resources of today: a policy reload that names
+    # another one is read from what is kept (a handful of entries a node; the kubelet rewrites them
+    # only when a device plugin or the node changes)
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"capacity": dict(_mapping(status.get("capacity"))),
+                       "allocatable": dict(_mapping(status.get("allocatable")))}}
+
+
 def from_nodes(nodes: Iterable[Any], *, label_key: str, scheme: str, catalog: Catalog,
                gpu_resources: Iterable[str], resource_version: str | None = None,
                nodepools: Iterable[Any] = ()) -> Inventory:

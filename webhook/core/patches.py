@@ -1,13 +1,21 @@
 """Placement -> RFC 6902 JSON patch that narrows a pod's node selection to the chosen products.
 
-Rules the patch obeys (each one learned from webhooks that got it wrong):
-- create ``affinity``/``nodeAffinity``/``required...`` only when absent, never replace a user's;
-- AND the requirement into EVERY existing ``nodeSelectorTerm``: terms are ORed, so adding a new term
-  would widen the selection instead of narrowing it;
-- a term that already pins the product label to a subset of the placement is left alone, which makes
-  the patch idempotent under ``reinvocationPolicy: IfNeeded``;
-- pointers are escaped (``~`` -> ``~0``, ``/`` -> ``~1``) and ops come out in a fixed order, so the
-  same input always gives the same bytes.
+The patch is a diff: the affinity and metadata the pod should have are built on copies, and
+``jsonpatch.make_patch`` turns the difference into ops, as Kyverno and controller-runtime
+(``PatchResponseFromRaw``) do. What the desired state obeys (each rule learned from webhooks that got
+it wrong):
+
+- ``affinity``/``nodeAffinity``/``required...`` are created only when absent, a user's never replaced;
+- the requirement is ANDed into EVERY existing ``nodeSelectorTerm``: terms are ORed, so adding a new
+  term would widen the selection instead of narrowing it;
+- a term that already pins the product label to a subset of the placement is left alone, so the
+  patch is idempotent under ``reinvocationPolicy: IfNeeded`` (the desired state equals the current
+  one: no ops);
+- the same input always gives the same ops (copies in key order, a deterministic diff).
+
+The copies share every part they do not change with the pod (shallow copies along the changed
+path), and those shared parts are set aside before the diff (:func:`_bare`), so the diff's work is
+that of the change: a hostile pod nested 900 levels deep elsewhere in its affinity costs nothing.
 """
 
 from __future__ import annotations
@@ -15,14 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jsonpatch
+
 from webhook.core.domain import JSON, GroupAffinity, Placement
 from webhook.core.groups import GROUP_SIZE
+from webhook.core.selection import HOSTNAME, term_excludes, term_values
+from webhook.core.workloads import join
 
 PINNED = "gpu-admission.io/pinned"
 """Annotation the mutating patch writes on a pod it pins: tier, model, size and GPUs, so that
 `kubectl get pod -o yaml` says what pinned the pod and why."""
-from webhook.core.selection import HOSTNAME, term_excludes, term_values
-from webhook.core.workloads import join
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 Op = dict[str, JSON]
 
@@ -39,10 +51,8 @@ def _requirements(placement: Placement) -> list[dict[str, JSON]]:
     return [requirement(placement)] + ([exclusion(placement)] if placement.exclude_nodes else [])
 
 
-def _nest(keys: tuple[str, ...], leaf: JSON) -> JSON:
-    for key in reversed(keys):
-        leaf = {key: leaf}
-    return leaf
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement | None,
@@ -51,45 +61,55 @@ def build(template_pointer: str, spec: Mapping[str, Any], placement: Placement |
     """Ops that make the pod template at ``template_pointer`` (whose ``spec`` is given) land only on
     ``placement.values`` of ``placement.label_key`` and, for a group member, on the same product as
     the rest of its group. Returns ``[]`` when nothing needs to change. ``spec_pointer``: where the
-    PodSpec is when it is not ``<template_pointer>/spec``; ``metadata``: the template's metadata, where a
-    group member's label goes (the label its pod affinity selects; a member is found by its labels, so
-    its metadata and labels exist)."""
+    PodSpec is when it is not ``<template_pointer>/spec``; ``metadata``: the template's metadata as
+    written (``None`` when absent), where the pinned note and a group member's label go."""
     spec_at = join(template_pointer, "spec") if spec_pointer is None else spec_pointer
-    ops = node_affinity_ops(spec_at, spec, placement) if placement is not None else []
-    if ops and placement is not None and placement.reason:
-        ops += label_ops(join(template_pointer, "metadata"), metadata, PINNED, placement.reason, field="annotations")
+    affinity = spec.get("affinity", _ABSENT)
+    wanted_affinity, wanted_metadata = affinity, metadata
+    if placement is not None:
+        wanted_affinity = narrowed(wanted_affinity, placement)
+        if wanted_affinity is not affinity and placement.reason:
+            wanted_metadata = with_entry(wanted_metadata, "annotations", PINNED, placement.reason)
     if group is not None:
-        # the pod affinity goes into the spec as the node affinity ops leave it. Those ops change
-        # nothing outside spec.affinity.nodeAffinity except, when spec.affinity is absent or not an
-        # object, spec.affinity itself, so that one key is all the pod affinity ops need to see
-        # (no deep copy of the whole spec: a hostile, deeply nested spec must not hit the recursion limit)
-        current = spec
-        whole_affinity = join(spec_at, "affinity")
-        for op in ops:
-            if op["path"] == whole_affinity:
-                current = {**spec, "affinity": op["value"]}
-        ops += pod_affinity_ops(spec_at, current, group)
-        ops += label_ops(join(template_pointer, "metadata"), metadata, group.label_key, group.label_value)
+        wanted_affinity = with_group_term(wanted_affinity, group)
+        wanted_metadata = with_entry(wanted_metadata, "labels", group.label_key, group.label_value)
         if group.size is not None and isinstance(metadata, Mapping):
-            ops += label_ops(join(template_pointer, "metadata"), metadata, GROUP_SIZE, str(group.size),
-                             field="annotations")
+            wanted_metadata = with_entry(wanted_metadata, "annotations", GROUP_SIZE, str(group.size))
+    ops = diff(join(spec_at, "affinity"), affinity, wanted_affinity)
+    if wanted_metadata is not metadata:
+        ops += diff(join(template_pointer, "metadata"), _ABSENT if metadata is None else metadata, wanted_metadata)
     return ops
 
 
-def label_ops(metadata_pointer: str, metadata: Mapping[str, Any] | None, key: str, value: str,
-              field: str = "labels") -> list[Op]:
-    """Ops that set label (or annotation, ``field``) ``key`` = ``value`` in the metadata at
-    ``metadata_pointer`` (none when it is set already; the map or ``metadata`` created when absent
-    or not an object)."""
-    if not isinstance(metadata, Mapping) or not metadata:
-        # absent, or empty (the engine cannot tell the two apart, and adding over {} loses nothing)
-        return [{"op": "add", "path": metadata_pointer, "value": {field: {key: value}}}]
-    labels = metadata.get(field)
-    if not isinstance(labels, Mapping):
-        return [{"op": "add", "path": join(metadata_pointer, field), "value": {key: value}}]
-    if labels.get(key) == value:
-        return []
-    return [{"op": "add", "path": join(metadata_pointer, field, key), "value": value}]
+def narrowed(affinity: Any, placement: Placement) -> Any:
+    """``affinity`` with the placement's requirement ANDed into every required node selector term
+    (created when there is none); ``affinity`` itself when every term pins a subset already."""
+    aff = _mapping(affinity)
+    node = _mapping(aff.get("nodeAffinity"))
+    required = _mapping(node.get(REQUIRED))
+    terms = required.get("nodeSelectorTerms")
+    if isinstance(terms, list) and terms:
+        wanted = [_narrowed_term(term, placement) for term in terms]
+        if all(new is old for new, old in zip(wanted, terms)):
+            return affinity
+    else:
+        wanted = [{"matchExpressions": _requirements(placement)}]
+    return {**aff, "nodeAffinity": {**node, REQUIRED: {**required, "nodeSelectorTerms": wanted}}}
+
+
+def _narrowed_term(term: Any, placement: Placement) -> Any:
+    if not isinstance(term, Mapping):
+        return {"matchExpressions": _requirements(placement)}
+    missing = []
+    current = term_values(term, placement.label_key)
+    if current is None or not current <= frozenset(placement.values):
+        missing.append(requirement(placement))
+    if not term_excludes(term, frozenset(placement.exclude_nodes)):
+        missing.append(exclusion(placement))
+    if not missing:
+        return term
+    expressions = term.get("matchExpressions")
+    return {**term, "matchExpressions": [*(expressions if isinstance(expressions, list) else ()), *missing]}
 
 
 def group_term(group: GroupAffinity) -> dict[str, JSON]:
@@ -99,67 +119,88 @@ def group_term(group: GroupAffinity) -> dict[str, JSON]:
 
 def has_group_term(spec: Mapping[str, Any], group: GroupAffinity) -> bool:
     """True when a required pod affinity already keeps the pod with its group on one product."""
-    cur: Any = spec
-    for key in ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
-        cur = cur.get(key) if isinstance(cur, Mapping) else None
-    for term in cur if isinstance(cur, list) else []:
+    return _has_group_term(spec.get("affinity"), group)
+
+
+def _has_group_term(affinity: Any, group: GroupAffinity) -> bool:
+    terms = _mapping(_mapping(affinity).get("podAffinity")).get(REQUIRED)
+    for term in terms if isinstance(terms, list) else []:
         if not isinstance(term, Mapping) or term.get("topologyKey") != group.topology_key:
             continue
-        selector = term.get("labelSelector")
-        labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+        labels = _mapping(term.get("labelSelector")).get("matchLabels")
         if isinstance(labels, Mapping) and labels.get(group.label_key) == group.label_value:
             return True
     return False
 
 
-def pod_affinity_ops(spec_pointer: str, spec: Mapping[str, Any], group: GroupAffinity) -> list[Op]:
-    if has_group_term(spec, group):
+def with_group_term(affinity: Any, group: GroupAffinity) -> Any:
+    """``affinity`` with the group's required pod affinity term appended (itself when it has it)."""
+    if _has_group_term(affinity, group):
+        return affinity
+    aff = _mapping(affinity)
+    pod = _mapping(aff.get("podAffinity"))
+    terms = pod.get(REQUIRED)
+    return {**aff, "podAffinity": {**pod, REQUIRED: [*(terms if isinstance(terms, list) else ()), group_term(group)]}}
+
+
+def with_entry(metadata: Any, field: str, key: str, value: str) -> Any:
+    """``metadata`` with label (or annotation, ``field``) ``key`` = ``value`` (itself when set)."""
+    meta = _mapping(metadata)
+    entries = _mapping(meta.get(field))
+    if entries.get(key) == value:
+        return metadata
+    return {**meta, field: {**entries, key: value}}
+
+
+# ----------------------------------------------------------------------------- the diff
+
+class _Absent:
+    """A member that is not there (``diff`` adds the whole wanted value)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT: Any = _Absent()
+_SHARED = "\0shared"
+"""Stands, on both sides of the diff, for a part the wanted copy shares with the pod."""
+_REPLACED = "\0replaced"
+"""Stands for the pod's value where the wanted copy has a value of another kind: only its presence
+matters (the op replaces it)."""
+
+
+def diff(pointer: str, before: Any, after: Any) -> list[Op]:
+    """The ops that turn ``before`` (at ``pointer``) into ``after``, by ``jsonpatch.make_patch``.
+    A ``before`` that is absent, or not of ``after``'s kind (object or list), is replaced whole by an
+    ``add`` (RFC 6902: an add to an existing member replaces it)."""
+    if after is before:
         return []
-    term = group_term(group)
-    path = ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-    pointer = spec_pointer
-    cur: Any = spec
-    for depth, key in enumerate(path):
-        nxt = cur.get(key) if isinstance(cur, Mapping) else None
-        ok = isinstance(nxt, list) if depth == len(path) - 1 else isinstance(nxt, Mapping)
-        if not ok:
-            return [{"op": "add", "path": join(pointer, key), "value": _nest(path[depth + 1:], [term])}]
-        pointer = join(pointer, key)
-        cur = nxt
-    return [{"op": "add", "path": join(pointer, "-"), "value": term}]
+    if not (isinstance(before, Mapping) and isinstance(after, Mapping)
+            or isinstance(before, list) and isinstance(after, list)):
+        return [{"op": "add", "path": pointer, "value": after}]
+    bare_before, bare_after = _bare(before, after)
+    return [{**op, "path": pointer + op["path"]} for op in jsonpatch.make_patch(bare_before, bare_after).patch]
 
 
-def node_affinity_ops(spec_pointer: str, spec: Mapping[str, Any], placement: Placement) -> list[Op]:
-    """The node affinity part of :func:`build`."""
-    wanted = frozenset(placement.values)
-    excluded = frozenset(placement.exclude_nodes)
-    path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-    pointer = spec_pointer
-    cur: Any = spec
-    for depth, key in enumerate(path):
-        nxt = cur.get(key) if isinstance(cur, Mapping) else None
-        container_ok = isinstance(nxt, list) if key == "nodeSelectorTerms" else isinstance(nxt, Mapping)
-        if not container_ok or (key == "nodeSelectorTerms" and not nxt):
-            value = _nest(path[depth + 1:], [{"matchExpressions": _requirements(placement)}])
-            return [{"op": "add", "path": join(pointer, key), "value": value}]
-        pointer = join(pointer, key)
-        cur = nxt
-    ops: list[Op] = []
-    for i, term in enumerate(cur):
-        term_ptr = join(pointer, i)
-        if not isinstance(term, Mapping):
-            ops.append({"op": "replace", "path": term_ptr, "value": {"matchExpressions": _requirements(placement)}})
-            continue
-        current = term_values(term, placement.label_key)
-        missing = []
-        if current is None or not current <= wanted:
-            missing.append(requirement(placement))
-        if not term_excludes(term, excluded):
-            missing.append(exclusion(placement))
-        if not missing:
-            continue
-        if isinstance(term.get("matchExpressions"), list):
-            ops.extend({"op": "add", "path": join(term_ptr, "matchExpressions", "-"), "value": m} for m in missing)
-        else:
-            ops.append({"op": "add", "path": join(term_ptr, "matchExpressions"), "value": missing})
-    return ops
+def _bare(before: Any, after: Any) -> tuple[Any, Any]:
+    """``before`` and ``after`` with every part they share (the same object) replaced by
+    :data:`_SHARED`: the wanted copies are shallow, so what remains is the change and its path."""
+    if after is before:
+        return _SHARED, _SHARED
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        bare_before: dict[str, Any] = {}
+        bare_after: dict[str, Any] = {}
+        for key, old in before.items():
+            if key in after:
+                bare_before[key], bare_after[key] = _bare(old, after[key])
+            else:
+                bare_before[key] = _REPLACED
+        for key, new in after.items():
+            if key not in before:
+                bare_after[key] = new
+        return bare_before, bare_after
+    if isinstance(before, list) and isinstance(after, list):
+        pairs = [_bare(old, new) for old, new in zip(before, after)]
+        return ([b for b, _ in pairs] + [_REPLACED] * (len(before) - len(after)),
+                [a for _, a in pairs] + after[len(before):])
+    return _REPLACED, after

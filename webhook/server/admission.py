@@ -21,7 +21,7 @@ from webhook.core.redaction import MIN_QUOTED_CHARS, REDACTED, quotable
 from webhook.core.settings import Settings
 from webhook.server import review
 from webhook.server.review import Request
-from webhook.server.verdict_cache import VerdictCache
+from webhook.server.verdict_cache import HIT, VerdictCache
 
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
@@ -42,6 +42,9 @@ class Outcome:
     tier: str | None = None
     judged: bool = False
     """False when the request was allowed at once (other operations, kinds or subresources)."""
+    memo: str | None = None
+    """How the verdict memo answered (:data:`webhook.server.verdict_cache.HIT`, ``MISS``, ``UNKEPT``);
+    None when it was not asked."""
     wire: bytes | None = field(default=None, compare=False)
     """``review`` already encoded (:func:`webhook.server.review.encode`), when it came from a reply
     kept for a controller's earlier copy of the pod; None: the server encodes ``review``."""
@@ -58,11 +61,13 @@ def _reused(req: Request, replies: Replies | None, variant: tuple[Hashable, ...]
         return None
     reusable, outcome = kept
     reply, wire = reusable.answer(req.uid)
-    return Outcome(reply, outcome.allowed, outcome.mode, outcome.codes, outcome.tier, outcome.judged, wire)
+    return Outcome(reply, outcome.allowed, outcome.mode, outcome.codes, outcome.tier, outcome.judged, HIT, wire)
 
 
-def _keep(outcome: Outcome, replies: Replies | None, variant: tuple[Hashable, ...]) -> Outcome:
-    """Keep an allowing reply for the next copies (a denial names the object: it is built each time)."""
+def _keep(outcome: Outcome, replies: Replies | None, variant: tuple[Hashable, ...], memo: str | None) -> Outcome:
+    """Keep an allowing reply for the next copies (a denial names the object: it is built each time);
+    the outcome says how the memo answered (``memo``)."""
+    outcome = replace(outcome, memo=memo)
     if replies is not None and outcome.allowed:
         reusable = review.Reusable.of(outcome.review)
         if reusable is not None:
@@ -84,13 +89,15 @@ def _asked(req: Request, *, entry_mode: str | None = None, mutate: bool | None =
 
 
 def _judge(asked: engine.Request, settings: Settings, *,
-           inventory: Inventory | None) -> tuple[Judgement, Replies | None]:
-    """The judgement of ``asked``, and the table of replies kept with it when the verdict memo
-    answered (None when it was judged now: UPDATEs, judged against their stored object, are not kept)."""
+           inventory: Inventory | None) -> tuple[Judgement, Replies | None, str | None]:
+    """The judgement of ``asked``, the table of replies kept with it when the verdict memo answered
+    (None when it was judged now), and how the memo lookup went (None for an UPDATE: judged against
+    its stored object, never kept)."""
     if asked.operation == "UPDATE":
-        return engine.judge(asked, settings, inventory), None
-    return VERDICTS.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
-                           lambda: engine.judge(asked, settings, inventory).detached())
+        return engine.judge(asked, settings, inventory), None, None
+    found = VERDICTS.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
+                            lambda: engine.judge(asked, settings, inventory).detached())
+    return found.value, found.replies, found.result
 
 
 def _subject(req: Request) -> str:
@@ -264,7 +271,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate \
             or mode == "audit":
         return _allow_at_once(req, mode)
-    judged, replies = _judge(_asked(req, mutate=True), settings, inventory=inventory)
+    judged, replies, memo = _judge(_asked(req, mutate=True), settings, inventory=inventory)
     # what else the reply depends on: the mode it states, and the object's kind and namespace
     variant = ("mutate", mode, req.kind_name, req.namespace)
     reused = _reused(req, replies, variant)
@@ -280,7 +287,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
                         f"({placed.placement.label_key} In {counted(len(placed.placement.values), 'value')})")
     return _keep(Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
-                         True, mode, tier=tier, judged=True), replies, variant)
+                         True, mode, tier=tier, judged=True), replies, variant, memo)
 
 
 Parent = Callable[[Request], Any]
@@ -342,7 +349,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
     asked = _asked(req, entry_mode=mode, mutate=False if kind == "Pod" else None)
     mode = engine.resolve_mode(asked, settings)
-    judged, replies = _judge(asked, settings, inventory=inventory)
+    judged, replies, memo = _judge(asked, settings, inventory=inventory)
     variant = ("validate", mode, kind, req.namespace)
     reused = _reused(req, replies, variant)
     if reused is not None:
@@ -350,7 +357,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
                           and not r.template.notes for r in results):
-        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant)
+        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant, memo)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -362,4 +369,4 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         audit_annotations=_audit_annotations(results),
         secrets=judged.secrets,
     )
-    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant)
+    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant, memo)

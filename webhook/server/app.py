@@ -195,6 +195,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
         # counted before the reply leaves, so a scrape after an answer always includes it
         counted(m.requests, endpoint, outcome.mode, str(outcome.allowed).lower(), str(req.dry_run).lower()).inc()
         counted(m.duration, endpoint).observe(elapsed)
+        if outcome.memo is not None:
+            counted(m.memo, outcome.memo).inc()
         if outcome.codes and ledger.first(req.kind_name, req.obj, outcome.mode, outcome.codes, dry_run=req.dry_run):
             for code in outcome.codes:
                 counted(m.violations, code, outcome.mode).inc()

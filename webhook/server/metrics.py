@@ -51,6 +51,10 @@ class Metrics:
         self.cert_expiry = Gauge(
             "gpu_admission_certificate_expiry_timestamp_seconds", "notAfter of the serving certificate",
             registry=r, multiprocess_mode="livemostrecent")
+        self.memo = Counter(
+            "gpu_admission_verdict_memo_total", "Verdict memo lookups of CREATEs: hit (a controller's copy "
+            "answered from the memo), miss (judged and kept), unkept (judged, not a controller's copy)",
+            ["result"], registry=r)
         self.errors = Counter(
             "gpu_admission_errors_total", "Requests answered with an HTTP error, by status", ["status"], registry=r)
         self.config_valid.set(1)

@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable
 
 from webhook.core import nodepools
-from webhook.core.inventory import Inventory, from_nodes
+from webhook.core.inventory import Inventory, from_nodes, node_facts
 from webhook.core.settings import Settings
 
 log = logging.getLogger("gpu_admission.inventory")
@@ -80,6 +80,8 @@ class NodeWatch:
         self.synced = threading.Event()
         self.stopped = threading.Event()
         self.relists = 0
+        self.unchanged = 0
+        """Node events that changed no GPU fact, so rebuilt nothing."""
 
     def current(self) -> Inventory | None:
         """The last snapshot (re-indexed if the policy's label key changed since)."""
@@ -108,7 +110,7 @@ class NodeWatch:
     def relist(self) -> str | None:
         nodes, rv = list_nodes(self._api)
         with self._lock:
-            self._nodes = {n["metadata"]["name"]: n for n in nodes if isinstance(n.get("metadata"), dict)}
+            self._nodes = {f["metadata"]["name"]: f for f in map(node_facts, nodes) if f is not None}
             self._rebuild(rv)
         self.relists += 1
         self.synced.set()
@@ -117,7 +119,10 @@ class NodeWatch:
         return rv
 
     def apply_event(self, kind: str, node: dict[str, Any]) -> str | None:
-        """Fold one watch event into the index; returns the event's resourceVersion."""
+        """Fold one watch event into the index; returns the event's resourceVersion. Only the
+        node's GPU facts are kept (:func:`webhook.core.inventory.node_facts`), and an event that
+        changes none of them (a kubelet's heartbeat) leaves the snapshot, and so the verdict memo
+        keyed by it, as it was."""
         meta = node.get("metadata") if isinstance(node, dict) else None
         if not isinstance(meta, dict):
             return None
@@ -127,9 +132,16 @@ class NodeWatch:
         name = meta.get("name")
         with self._lock:
             if kind == "DELETED":
-                self._nodes.pop(name, None)
+                if self._nodes.pop(name, None) is None:
+                    return rv
             elif kind in ("ADDED", "MODIFIED"):
-                self._nodes[name] = node
+                facts = node_facts(node)
+                if facts is None or self._nodes.get(name) == facts:
+                    self.unchanged += 1
+                    return rv
+                self._nodes[name] = facts
+            else:
+                return rv
             self._rebuild(rv)
         return rv
 

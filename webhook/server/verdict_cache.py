@@ -11,7 +11,7 @@ reply too, not only judging it.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable, MutableMapping
+from typing import Any, Callable, Hashable, MutableMapping, NamedTuple
 
 from webhook.core import verdicts
 
@@ -23,6 +23,19 @@ MAX_ENTRIES = 512
 An entry is about 3 KiB (its key and a detached judgement: measured 1.6 MiB for 512 unique pods of
 the benchmark mix), so a full memo adds under 2 MiB to a worker (1,024 entries made the 100k-request RSS growth
 target miss at 5.4%)."""
+
+
+HIT, MISS, UNKEPT = "hit", "miss", "unkept"
+"""How a lookup went: answered from the memo, computed and kept, or computed and not kept (not a
+controller's copy: a pod written by hand, whose next copy would not look the same)."""
+
+
+class Found(NamedTuple):
+    value: Any
+    replies: MutableMapping[Hashable, Any] | None
+    """The entry's table of finished replies, on a hit (see :meth:`VerdictCache.lookup`)."""
+    result: str
+    """:data:`HIT`, :data:`MISS` or :data:`UNKEPT`: the ``result`` label of the memo's metric."""
 
 
 class VerdictCache:
@@ -43,10 +56,10 @@ class VerdictCache:
         """The cached verdict for ``obj`` under ``settings``/``inventory``/``flags``, or ``compute()``
         (stored when ``obj`` is a controller's pod, :func:`webhook.core.verdicts.controller_made`,
         and has a key)."""
-        return self.lookup(obj, settings, inventory, flags, compute)[0]
+        return self.lookup(obj, settings, inventory, flags, compute).value
 
     def lookup(self, obj: Any, settings: Any, inventory: Any, flags: tuple[Hashable, ...],
-               compute: Callable[[], Any]) -> tuple[Any, MutableMapping[Hashable, Any] | None]:
+               compute: Callable[[], Any]) -> "Found":
         """:meth:`get_or_compute`, and the entry's table of finished replies when the verdict came
         from the memo (None on a miss): the caller stores there what it built from this verdict, by
         what else the reply depends on, and finds it again for the next copy. Bounded to
@@ -55,21 +68,21 @@ class VerdictCache:
         and the memo's churn of evicted entries is what grows a worker's heap."""
         k = verdicts.key(obj) if verdicts.controller_made(obj) else None
         if k is None:
-            return compute(), None
+            return Found(compute(), None, UNKEPT)
         slot = (k, id(settings), id(inventory), *flags)
         found = self._entries.get(slot)
         if found is not None and found[0] is settings and found[1] is inventory:
             self.hits += 1
-            return found[2], found[3]
+            return Found(found[2], found[3], HIT)
         self.misses += 1
         value = compute()
         if self.max_entries <= 0:
-            return value, None
+            return Found(value, None, MISS)
         with self._lock:
             while self._entries and len(self._entries) >= self.max_entries:
                 self._entries.pop(next(iter(self._entries)), None)  # oldest first
             self._entries[slot] = (settings, inventory, value, _Bounded(MAX_REPLIES))
-        return value, None
+        return Found(value, None, MISS)
 
     def clear(self) -> None:
         with self._lock:
