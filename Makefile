@@ -94,12 +94,12 @@ fuzz: $(STAMP)  ## long fuzz run (FUZZ_REVIEWS=300000, a fresh seed), figures in
 	$(BIN)/python -m bench.reliability.stamp bench/reliability/results/fuzz.json
 	$(BIN)/python -m bench.reliability.report
 
-reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken policy, slowloris, e2e restart (~12 min; waits for other benchmarks)
+reliability: $(STAMP)  ## overload, worker kill, certificate rotation, broken policy, slowloris (60 s phases), e2e restart (~14 min; waits for other benchmarks)
 	$(BIN)/python -m bench.reliability.overload
 	$(BIN)/python -m bench.reliability.worker_kill
 	$(BIN)/python -m bench.reliability.rotation_load
 	$(BIN)/python -m bench.reliability.config_garbage
-	$(BIN)/python -m bench.reliability.slowloris
+	$(BIN)/python -m bench.reliability.slowloris --seconds 60
 	RELIABILITY_OUT=bench/reliability/results/e2e_restart.json \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/e2e/test_reliability_e2e.py
 	$(BIN)/python -m bench.reliability.stamp bench/reliability/results/e2e_restart.json

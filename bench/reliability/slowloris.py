@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,12 @@ def reviews(server: common.Server, seconds: float, count: int | None, tag: str) 
             "max_ms": round(max(ms), 1) if ms else None}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(work: Path, connections: int, seconds: float, source: Path | None) -> dict[str, Any]:
     server = common.start_server(work, source=source)
     lines: list[dict[str, int]] = []
@@ -97,7 +104,9 @@ def run(work: Path, connections: int, seconds: float, source: Path | None) -> di
             time.sleep(6.0)
             before = dict(lines[-1]) if lines else {}
             first_line = len(lines)
+            cpu_before, wall_before = _cpu_seconds(attacker.pid), time.monotonic()
             attacked = reviews(server, seconds, None, "attack")
+            attacker_cores = (_cpu_seconds(attacker.pid) - cpu_before) / (time.monotonic() - wall_before)
             after = dict(lines[-1]) if lines else {}
             open_counts = [x["open"] for x in lines[first_line:]]
         finally:
@@ -112,6 +121,9 @@ def run(work: Path, connections: int, seconds: float, source: Path | None) -> di
             "p99_ratio": round(attacked["p99_ms"] / unloaded["p99_ms"], 2)
             if attacked["p99_ms"] and unloaded["p99_ms"] else None,
             "attack": {"seconds_to_open": in_place_after, "open_when_measured": before.get("open"),
+                       # the attacker runs on the same 2 cores as the server and the client here (in a
+                       # cluster it is another pod, with its own CPU): the share of a core it took
+                       "attacker_cores_while_measured": round(attacker_cores, 2),
                        "reopened_while_measured": after.get("reopened", 0) - before.get("reopened", 0),
                        "handshakes_failed_while_measured": after.get("failed", 0) - before.get("failed", 0),
                        "open_at_end": after.get("open"),
@@ -137,7 +149,8 @@ def main() -> None:
     u, a = result["unloaded"], result["under_attack"]
     print(f"{args.connections} slowloris connections: p99 {u['p99_ms']} ms unloaded, {a['p99_ms']} ms under "
           f"attack (x{result['p99_ratio']}), max {a['max_ms']} ms; {a['answered']}/{a['calls']} answered, "
-          f"{a['timed_out']} timed out; attacker re-opened {result['attack']['reopened_while_measured']} -> {path}")
+          f"{a['timed_out']} timed out; attacker re-opened {result['attack']['reopened_while_measured']}, "
+          f"took {result['attack']['attacker_cores_while_measured']} of the 2 cores -> {path}")
 
 
 if __name__ == "__main__":
