@@ -276,7 +276,7 @@ def test_both_llmisvc_versions_and_the_kinds_are_registered() -> None:
     v1["apiVersion"] = "serving.kserve.io/v1alpha1"
     assert [t.spec_pointer for t in pod_templates(v1)] == ["/spec/template"]
     assert {"InferenceService", "LLMInferenceService"} <= WORKLOAD_KINDS
-    assert getattr(operators.READERS[(ISVC_API, "InferenceService")], "wants_context", False)
+    assert (ISVC_API, "InferenceService") in operators.READERS  # read with its ServingRuntime from the context
 
 
 @pytest.mark.parametrize(("env", "tp"), [

@@ -78,7 +78,7 @@ def render_explain(rows: Sequence[Row], settings: Settings) -> str:
                     need = f"{_fmt(fit.need_gib)} / {_fmt(fit.usable_gib)}"
                     out.append(f"  {mark} {fit.value:<34} {tier.name:<11} {'yes' if fit.fits else 'no':<5} "
                                f"{need:<17} {_fmt(fit.decode_ms)}")
-                    if fit.reason.startswith("not offered") or "W8A16" in fit.reason or "fallback" in fit.reason:
+                    if fit.precision:  # runs by a fallback, or not at all: the reason says which and why
                         out.append(f"      {fit.reason}")
         verdict = "ALLOWED" if d.allowed else "DENIED"
         # label values, as the table above and the selector spell them (a catalog id such as

@@ -68,6 +68,21 @@ class LaunchSpec:
     hidden: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     """Facts worth a warning that are not violations (e.g. ``args cut at 256 items``)."""
+    kind: str | None = None
+    """What the server runs when the launcher itself says so, whatever the model name: ``embedding``
+    (TEI, Infinity, ``vllm --task embed``, ``llama-server --embeddings``) or ``diffusion`` (ComfyUI,
+    Automatic1111). ``None`` leaves the kind to the model catalog."""
+    data_parallel_local: int | None = None
+    """Data-parallel ranks this pod runs (vLLM ``--data-parallel-size-local``; 1 for an external-LB
+    ``--data-parallel-rank``); 0 for an API-server-only head."""
+    dp_attention: bool = False
+    """SGLang ``--enable-dp-attention``: the DP ranks live inside the TP group (no extra GPUs)."""
+    expert_parallel_enabled: bool = False
+    """The launcher splits MoE experts over ranks (``--enable-expert-parallel``, ``--ep-size`` > 1,
+    an all-to-all MoE backend), even when the size itself is not visible."""
+    unresolved: tuple[str, ...] = ()
+    """Fields the launcher sets to something not visible at admission (``$(TP)`` from a ConfigMap,
+    ``$((A * B))``): a default must not be taken for them when counting GPUs."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +234,10 @@ class Fit:
     decode_ms: float | None
     """Estimated decode time per token at batch 1, ``None`` if unknown."""
     reason: str = ""
+    precision: str = ""
+    """How the checkpoint's precision runs on this product when not natively (a fallback the
+    framework documents), or why it cannot run here; empty when it runs natively. The reason says it
+    too; this field is what a reader tests for (``explain`` prints the reason then)."""
 
 
 # --------------------------------------------------------------------------- decisions

@@ -7,8 +7,7 @@ and nothing below it, so the live webhook and the CI checker cannot disagree. No
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, templating, updates
@@ -48,24 +47,27 @@ class Judgement:
 
     The server's reply redacts every text with the literal values of the object's secret-named env
     variables; those live in the templates the engine just walked, so they travel with the verdicts
-    instead of the response path walking the object a second time. ``secrets`` is computed on first
-    use (most replies carry no text that could quote one)."""
+    instead of the response path walking the object a second time."""
 
     results: tuple[TemplateResult, ...]
+    known_secrets: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    """The secrets, when they were taken before the templates were slimmed (:meth:`detached`)."""
 
-    @cached_property
+    @property
     def secrets(self) -> tuple[str, ...]:
-        """Secret env values of the judged templates, longest first (:func:`redaction.secret_values`)."""
+        """Secret env values of the judged templates, longest first (:func:`redaction.secret_values`):
+        computed when asked (most replies carry no text that could quote one)."""
+        if self.known_secrets is not None:
+            return self.known_secrets
         return secret_values(r.template.spec for r in self.results)
 
     def detached(self) -> "Judgement":
         """The same verdicts, patches and secrets without the judged object: its templates keep their
         names, pointers, notes and counts but not the pod spec and metadata (a memo of verdicts keeps
-        these, not a copy of every pod it has seen: 16 KiB an entry otherwise, 3 KiB so)."""
-        slim = Judgement(tuple(replace(r, template=replace(r.template, metadata={}, spec={}, labels={},
-                                                            annotations={})) for r in self.results))
-        slim.__dict__["secrets"] = self.secrets  # the cached_property's own slot: computed from the object
-        return slim
+        these, not a copy of every pod it has seen)."""
+        slim = tuple(replace(r, template=replace(r.template, metadata={}, spec={}, labels={}, annotations={}))
+                     for r in self.results)
+        return Judgement(slim, self.secrets)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

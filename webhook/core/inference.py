@@ -144,7 +144,7 @@ def _strategy(template: PodTemplate, launch: LaunchSpec | None, leader: Workload
     runs no launcher of its own takes its leader's)."""
     text = template.annotations.get(TRAINING_STRATEGY)
     source: Any = launch if launch is not None else leader
-    if text is None and (source is None or getattr(source, "role", None) != "training"):
+    if text is None and (source is None or source.role != "training"):
         return {}  # an inference pod (most of them) has no strategy to carry
     out = {name: getattr(source, name, None) for name in _STRATEGY_FIELDS} if source is not None else {}
     if text is None:
@@ -187,7 +187,7 @@ def _gpus_used(launch: LaunchSpec | None, tp: int | None, pp: int | None, dp: in
         if launch.procs_per_node:
             return launch.procs_per_node * pods
         return None
-    unresolved = set(getattr(launch, "unresolved", ()))
+    unresolved = set(launch.unresolved)
     if tp is None or unresolved & {"tensor_parallel", "pipeline_parallel"}:
         return None
     used = tp * (pp or 1)
@@ -202,7 +202,7 @@ def _dp_adds_gpus(launch: LaunchSpec) -> bool:
     """Whether each DP rank takes GPUs of its own (vLLM, LMDeploy, SGLang without DP attention)."""
     if launch.framework in DP_INSIDE_LAUNCH:
         return True
-    return launch.framework == "sglang" and not getattr(launch, "dp_attention", False)
+    return launch.framework == "sglang" and not launch.dp_attention
 
 
 def _data_parallel(launch: LaunchSpec | None, pods: int, notes: list[str]) -> int | None:
@@ -211,8 +211,8 @@ def _data_parallel(launch: LaunchSpec | None, pods: int, notes: list[str]) -> in
     of the group."""
     if launch is None:
         return None
-    local = getattr(launch, "data_parallel_local", None)
-    if (launch.data_parallel is None and "data_parallel" in getattr(launch, "unresolved", ())
+    local = launch.data_parallel_local
+    if (launch.data_parallel is None and "data_parallel" in launch.unresolved
             and isinstance(local, int) and local > 0 and pods >= 1):
         notes.append(f"data parallel size taken as {local} local ranks x {pods} pod(s) = {local * pods}")
         return local * pods
@@ -289,7 +289,7 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
                                  peft=strategy.get("peft"))
     gpus_used = _gpus_used(launch if not inherited else None, tp, pp, dp, gpu_req.gpus, pods)
     parallel = _expert_data_parallel(launch, leader if inherited else None, tp, dp)
-    kind = (getattr(launch, "kind", None) if launch else (leader.kind if inherited and leader else None)) \
+    kind = (launch.kind if launch else (leader.kind if inherited and leader else None)) \
         or (info.kind if info else None)
     notes.extend(_unrecognised(launch, model, info, gpu_req.gpus) if not inherited else ())
 
@@ -337,13 +337,13 @@ def _expert_data_parallel(launch: LaunchSpec | None, leader: WorkloadProfile | N
         return {"expert_parallel": leader.expert_parallel, "expert_parallel_size": leader.expert_parallel_size,
                 "data_parallel_local": leader.data_parallel_local, "dp_attention": leader.dp_attention}
     size = launch.expert_parallel
-    enabled = bool(getattr(launch, "expert_parallel_enabled", False) or (size or 0) > 1)
+    enabled = bool(launch.expert_parallel_enabled or (size or 0) > 1)
     if enabled and size is None and launch.framework == "vllm" and tp and dp \
-            and "tensor_parallel" not in getattr(launch, "unresolved", ()):
+            and "tensor_parallel" not in launch.unresolved:
         size = tp * dp
     return {
         "expert_parallel": enabled,
         "expert_parallel_size": size,
-        "data_parallel_local": getattr(launch, "data_parallel_local", None),
-        "dp_attention": bool(getattr(launch, "dp_attention", False)),
+        "data_parallel_local": launch.data_parallel_local,
+        "dp_attention": launch.dp_attention,
     }

@@ -85,7 +85,7 @@ def _hold_of(profile: WorkloadProfile, products: Sequence[str], settings: Settin
 def assumed_training(profile: WorkloadProfile) -> bool:
     """Training whose strategy the launcher does not say: sized on an assumption, so never denied
     for memory."""
-    return profile.role == "training" and getattr(profile, "training_strategy", None) is None
+    return profile.role == "training" and profile.training_strategy is None
 
 
 def _speed_fix(why: str, pinned: tuple[str, Fit] | None, best: Fit | None, offer: Sequence[str], key: str) -> str:

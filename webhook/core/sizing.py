@@ -506,9 +506,9 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
     if params is None or not params > 0:
         if not support.offered:
             return Fit(value=option.value, fits=False, need_gib=None, usable_gib=usable, decode_ms=None,
-                       reason=f"not offered: {support.how}")
+                       reason=f"not offered: {support.how}", precision=support.how)
         return Fit(value=option.value, fits=True, need_gib=None, usable_gib=usable, decode_ms=None,
-                   reason="model size unknown" + (f"; {support.how}" if support.how else ""))
+                   reason="model size unknown" + (f"; {support.how}" if support.how else ""), precision=support.how)
 
     bpp = profile.bytes_per_param
     if bpp is None:
@@ -557,7 +557,8 @@ def fit(profile: WorkloadProfile, option: LabelOption, *, overhead_gib: float = 
         latency = allreduce_us if allreduce_us is not None else _default_allreduce_us(option)
         decode = decode_time_ms(params_b=active, bytes_per_param=bpp, tensor_parallel=tp,
                                 bandwidth_gbs=spec.bandwidth_gbs, layers=layers, allreduce_us=latency)
-    return Fit(value=option.value, fits=fits, need_gib=need, usable_gib=usable, decode_ms=decode, reason=reason)
+    return Fit(value=option.value, fits=fits, need_gib=need, usable_gib=usable, decode_ms=decode, reason=reason,
+               precision=support.how)
 
 
 def _training_said(memory: training_memory.TrainingMemory, params: float, overhead_gib: float) -> str:

@@ -114,9 +114,8 @@ def find(obj: Any, gpu_resources: Iterable[str], prefix: str = "") -> tuple[Mark
     :data:`MAX_MARKERS` places, in document order; ``()`` for an object ready to judge. ``prefix`` is
     the JSON pointer of ``obj`` in its document (a List item).
 
-    One recursive pass over the object's containers, building a path only to descend: ``check``
-    runs this on every object before judging it, and a walk that yielded every value with its path
-    cost 40% of the engine's time on tests/data/public (this one about 4%). Bounded like
+    One recursive pass over the object's containers, building a path only to descend (``check`` runs
+    this on every object before judging it, so it must cost a small part of judging). Bounded like
     :mod:`webhook.core.generic`'s walk (nodes, depth)."""
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     if not isinstance(obj, Mapping) or (isinstance(kind, str) and kind in NOT_WORKLOADS):

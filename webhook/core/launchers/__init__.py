@@ -6,7 +6,7 @@ of them and reads its flags through one small table per framework. Modules, in p
 - ``values``: strict value converters and the fields they feed (``canonical_dtype``...)
 - ``flags``: per-framework flag tables (spelling -> field) and ``norm_flag``
 - ``scan``: reading an argv with a flag table
-- ``spec``: the builder that turns raw values into a LaunchSpec (``ParsedLaunch``) and explains
+- ``spec``: the builder that turns raw values into a LaunchSpec and explains
   what is hidden
 - ``context``: what a parser may know about the container (env with secrets withheld, image)
 - one parser module per family: ``serving`` (vLLM, TGI, SGLang, TensorRT-LLM, KServe, LMDeploy,

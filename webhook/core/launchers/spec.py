@@ -10,7 +10,6 @@ has.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from webhook.core.container_env import is_secret_name
@@ -19,32 +18,6 @@ from webhook.core.launchers.context import Ctx
 from webhook.core.launchers.flags import GENERIC_ENV
 from webhook.core.launchers.scan import Scan
 from webhook.core.launchers.values import ALL_GPUS, BAD, FIELDS, SKIP, Field
-
-@dataclass(frozen=True)
-class ParsedLaunch(LaunchSpec):
-    """A ``LaunchSpec`` with the facts the newer parsers read that ``domain.LaunchSpec`` has no field
-    for yet; inference reads them with ``getattr`` so either class works.
-
-    Why a subclass: the domain module is shared with other stages and owned elsewhere; these fields
-    belong there (and can move there unchanged), but the parsers must be able to say them now.
-    """
-
-    kind: str | None = None
-    """What the server runs when the launcher itself says so, whatever the model name: ``embedding``
-    (TEI, Infinity, ``vllm --task embed``, ``llama-server --embeddings``) or ``diffusion`` (ComfyUI,
-    Automatic1111). ``None`` leaves the kind to the model catalog."""
-    data_parallel_local: int | None = None
-    """Data-parallel ranks this pod runs (vLLM ``--data-parallel-size-local``; 1 for an external-LB
-    ``--data-parallel-rank``); 0 for an API-server-only head."""
-    dp_attention: bool = False
-    """SGLang ``--enable-dp-attention``: the DP ranks live inside the TP group (no extra GPUs)."""
-    expert_parallel_enabled: bool = False
-    """The launcher splits MoE experts over ranks (``--enable-expert-parallel``, ``--ep-size`` > 1,
-    an all-to-all MoE backend), even when the size itself is not visible."""
-    unresolved: tuple[str, ...] = ()
-    """Fields the launcher sets to something not visible at admission (``$(TP)`` from a ConfigMap,
-    ``$((A * B))``): a default must not be taken for them when counting GPUs."""
-
 
 MAX_MESSAGES = 32
 """hidden/notes entries kept per spec: enough to explain, bounded for hostile input."""
@@ -210,11 +183,11 @@ class Spec:
         else:
             self.note(f"{what} is {written}, not a literal: {name} is not set in the pod spec")
 
-    def build(self) -> ParsedLaunch:
+    def build(self) -> LaunchSpec:
         if self.maybe_env_from:
             items = ", ".join(dict.fromkeys(self.maybe_env_from))
             self.hide(f"{items} may come from {', '.join(self.ctx.env_from)}")
-        return ParsedLaunch(
+        return LaunchSpec(
             **self.fields,
             unresolved=tuple(sorted(self.unresolved))[:MAX_MESSAGES],
             hidden=tuple(self.hidden[:MAX_MESSAGES]),

@@ -56,7 +56,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators import Found, Reader, count, dig, mapping, merge_named, name_of, product
+from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, merge_named, name_of, product
 
 GROUP = "serving.kserve.io"
 MODEL_CONTAINER, WORKER_CONTAINER = "kserve-container", "worker-container"
@@ -75,8 +75,6 @@ BUILTIN_IMAGES: Mapping[str, str] = {"kserve-huggingfaceserver": HF_IMAGE, "kser
 when the ISVC names none, by model format: used when that runtime is not in the input. Other runtimes
 are unknown here (a note says so)."""
 HF_SERVER = re.compile(r"(?:^|/)huggingfaceserver(?:[:@]|$)")
-
-Context = Mapping[tuple[str, str, str], Any]
 
 
 # --- merging, as KServe does it -------------------------------------------------------------
@@ -321,9 +319,6 @@ def _inference_service(obj: Mapping[str, Any], _kind: str, context: Context) -> 
     yield Found(("spec", "predictor"), head, "predictor", replicas, inline=True, group=1, notes=tuple(notes))
 
 
-_inference_service.wants_context = True  # type: ignore[attr-defined]
-
-
 # --- LLMInferenceService --------------------------------------------------------------------
 
 
@@ -409,7 +404,7 @@ def _workload(spec: Mapping[str, Any], base: tuple[str, ...], prefix: str, uri: 
                     inline=True, group=1, notes=notes)
 
 
-def _llm_inference_service(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _llm_inference_service(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     """Decode (or the only) workload at ``/spec``, then prefill at ``/spec/prefill``."""
     spec = mapping(obj.get("spec"))
     uri = dig(spec, "model", "uri")
@@ -431,7 +426,7 @@ def _llm_inference_service(obj: Mapping[str, Any], _kind: str) -> Iterator[Found
 
 
 READERS: Mapping[tuple[str, str], Reader] = {
-    (GROUP + "/v1beta1", "InferenceService"): _inference_service,  # type: ignore[dict-item]
+    (GROUP + "/v1beta1", "InferenceService"): _inference_service,
     (GROUP + "/v1alpha1", "LLMInferenceService"): _llm_inference_service,
     (GROUP + "/v1alpha2", "LLMInferenceService"): _llm_inference_service,
 }

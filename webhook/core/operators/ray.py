@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from webhook.core.operators import Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, name_of, product
 
 RAY_CLUSTER_SPEC: Mapping[str, tuple[str, ...]] = {
     "RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig"),
@@ -113,7 +113,7 @@ def _with_hints(template: Any, hints: Mapping[str, str]) -> tuple[Any, tuple[str
     return {**template, "metadata": {**metadata, "annotations": {**hints, **mapping(own)}}}, ()
 
 
-def _ray(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
+def _ray(obj: Mapping[str, Any], kind: str, _context: Context) -> Iterator[Found]:
     base = RAY_CLUSTER_SPEC[kind]
     cluster = mapping(dig(obj, *base))
     hints, notes = serve_config_hints(dig(obj, "spec", "serveConfigV2")) if kind == "RayService" else ({}, ())

@@ -120,7 +120,7 @@ from webhook.core import models, sizing
 from webhook.core.counts import parse_count
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
-from webhook.core.operators import MAX_COUNT_TEXT, Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators.base import MAX_COUNT_TEXT, Context, Found, Reader, count, dig, mapping, name_of, product
 
 HINT = "gpu-admission.io/"
 MODEL_HINT = HINT + "model"
@@ -264,7 +264,7 @@ def _kubeai_profile(profile: Any) -> tuple[str | None, int, str | None, list[str
     return name, n, resource, notes
 
 
-def _kubeai(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _kubeai(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     spec = mapping(obj.get("spec"))
     name = name_of(dig(obj, "metadata", "name"), "model")
     url = text(spec.get("url"))
@@ -324,7 +324,7 @@ def _nim_parallelism(multi: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return tensor, pipeline
 
 
-def _nim(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _nim(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     spec = mapping(obj.get("spec"))
     name = name_of(dig(obj, "metadata", "name"), "nim")
     image = mapping(spec.get("image"))
@@ -471,7 +471,7 @@ def _kaito_selection(obj: Mapping[str, Any], notes: list[str]) -> tuple[dict[str
     return required_affinity(requirements), gpus
 
 
-def _kaito(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _kaito(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     inference = mapping(obj.get("inference"))
     nodes = _kaito_nodes(obj)
     group = max(nodes, 1)
@@ -550,7 +550,7 @@ def _llmd_container(c: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _llmd(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _llmd(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     spec = mapping(obj.get("spec"))
     uri = text(dig(spec, "modelArtifacts", "uri"))
     model = strip_scheme(uri, "hf") if uri and uri.startswith("hf://") else text(dig(spec, "routing", "modelName"))
@@ -626,7 +626,7 @@ def _dynamo_gpus(resources: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-def _dynamo(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _dynamo(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     spec = mapping(obj.get("spec"))
     shared_env = env_list(spec.get("envs"))
     services = mapping(spec.get("services"))

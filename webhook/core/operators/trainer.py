@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators import Found, Reader, count, dig, mapping, merge_named, name_of, product
+from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, merge_named, name_of, product
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = GROUP + "/v1alpha1"
@@ -54,8 +54,6 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 ``model-initializer``."""
 TRAINER, INITIALIZERS = "trainer", ("dataset-initializer", "model-initializer")
 PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
-
-Context = Mapping[tuple[str, str, str], Any]
 
 
 def find_runtime(job: Mapping[str, Any], context: Any) -> tuple[Mapping[str, Any] | None, str]:
@@ -182,7 +180,7 @@ def _targets(policy: Mapping[str, Any] | None) -> tuple[str, ...]:
     return ("node", "launcher") if launcher else ("node",)
 
 
-def _runtime(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _runtime(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     """A ClusterTrainingRuntime or TrainingRuntime alone: its templates as a TrainJob naming it would
     run them without overrides."""
     policy = _policy(obj)
@@ -227,9 +225,7 @@ def _trainjob(obj: Mapping[str, Any], _kind: str, context: Context) -> Iterator[
                     inline=True, synthesized=True)
 
 
-_trainjob.wants_context = True  # type: ignore[attr-defined]
-
 READERS: Mapping[tuple[str, str], Reader] = {
-    (API_VERSION, "TrainJob"): _trainjob,  # type: ignore[dict-item]
+    (API_VERSION, "TrainJob"): _trainjob,
     **{(API_VERSION, kind): _runtime for kind in RUNTIME_KINDS},
 }

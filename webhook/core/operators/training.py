@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators import Found, Reader, count, mapping, name_of, product
+from webhook.core.operators.base import Context, Found, Reader, count, mapping, name_of, product
 
 KUBEFLOW_V1_SPECS: Mapping[str, str] = {
     "PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
@@ -32,12 +32,12 @@ def _replica_specs(specs: Any, base: tuple[str, ...]) -> Iterator[Found]:
             yield Found((*base, role, "template"), spec["template"], role, count(spec.get("replicas")))
 
 
-def _kubeflow_v1(obj: Mapping[str, Any], kind: str) -> Iterator[Found]:
+def _kubeflow_v1(obj: Mapping[str, Any], kind: str, _context: Context) -> Iterator[Found]:
     field = KUBEFLOW_V1_SPECS[kind]
     yield from _replica_specs(mapping(obj.get("spec")).get(field), ("spec", field))
 
 
-def _mpijob(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _mpijob(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     yield from _replica_specs(mapping(obj.get("spec")).get("mpiReplicaSpecs"), ("spec", "mpiReplicaSpecs"))
 
 
@@ -54,12 +54,12 @@ def replicated_jobs(jobs: Any, base: tuple[str, ...]) -> Iterator[tuple[int, Map
                             name_of(job.get("name"), f"replicatedJobs[{i}]"), pods)
 
 
-def _jobset(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _jobset(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     for _, _, found in replicated_jobs(mapping(obj.get("spec")).get("replicatedJobs"), ("spec", "replicatedJobs")):
         yield found
 
 
-def _volcano(obj: Mapping[str, Any], _kind: str) -> Iterator[Found]:
+def _volcano(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     tasks = mapping(obj.get("spec")).get("tasks")
     for i, task in enumerate(tasks if isinstance(tasks, list) else []):
         task = mapping(task)
