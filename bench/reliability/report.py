@@ -224,7 +224,7 @@ OVERLOAD_RUNS = (("overload_before", "before this issue (commit 2b4717c: plain g
                  ("overload_29nov", "**shedding at 1 s (the default)** (29 Nov)"),
                  ("overload_1dec", "shedding at 1 s, after the connection-count and close fixes (1 Dec)"),
                  ("overload_4dec_reading", "requests read whole in the poller, probes on their own port (4 Dec, 56dd7a5)"),
-                 ("overload", "**the default at HEAD** (4 Dec: new connections wait behind queued work)"))
+                 ("overload", "**the default at HEAD** (new connections wait behind queued work; the commit is in its run below)"))
 
 
 def overload_summary(_: dict[str, Any]) -> str:
