@@ -16,7 +16,7 @@ Cold containers: the memo of ``webhook.core.launchers.parse_container`` is empti
 engine and admission call, so each call reads its command lines as if no pod with those containers
 had been seen before. In a cluster the memo answers the ``/validate`` call that follows ``/mutate``
 and the replicas of one template; timing repeated bodies with it would measure the memo. The server's
-verdict memo (``admission.VERDICTS``, keyed by the object without its per-copy fields) is emptied
+verdict memo (a ``VerdictCache``, as the app owns one, keyed by the object without its per-copy fields) is emptied
 with it, for the same reason. The sizing memo (``sizing.fit_options``) stays: its key is the model
 configuration, of which a cluster runs a handful.
 
@@ -39,12 +39,13 @@ from webhook.core import engine
 from webhook.core.launchers import container as launch_memo
 from webhook.core.settings import Settings, default as default_settings
 from webhook.server import admission, review
+from webhook.server.verdict_cache import VerdictCache
 
 
-def _decide(item: corpus.Item, settings: Settings):
+def _decide(item: corpus.Item, settings: Settings, memo: VerdictCache):
     if item.endpoint == "mutate":
-        return lambda req: admission.mutate(req, settings)
-    return lambda req: admission.validate(req, settings, mode=settings.mode)
+        return lambda req: admission.mutate(req, settings, memo=memo)
+    return lambda req: admission.validate(req, settings, mode=settings.mode, memo=memo)
 
 
 def run(iterations: int | None = None, warmup: int = 5, variants: int | None = None,
@@ -55,7 +56,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
     items = corpus.items(variants=variants)
     loads, dumps, judge, parse, ask = json.loads, json.dumps, engine.judge, review.parse, engine.Request
     ns = time.perf_counter_ns
-    verdicts = admission.VERDICTS
+    verdicts = VerdictCache()  # the server's memo, as an app owns one
 
     def forget() -> None:
         launch_memo._MEMO.clear()
@@ -66,7 +67,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
     try:
         for item in items:
             body, obj = item.body, item.obj
-            decide = _decide(item, settings)
+            decide = _decide(item, settings, verdicts)
             for _ in range(warmup):
                 dumps(loads(body))
                 judge(ask(obj), settings)
@@ -116,12 +117,12 @@ def run_realistic(passes: int | None = None, settings: Settings | None = None, s
     loads, dumps, parse = json.loads, json.dumps, review.parse
     ns = time.perf_counter_ns
     launch_memo._MEMO.clear()
-    admission.VERDICTS.clear()
-    hits0, misses0 = admission.VERDICTS.hits, admission.VERDICTS.misses
+    verdicts = VerdictCache()
+    hits0, misses0 = verdicts.hits, verdicts.misses
     floor_t: list[int] = []
     adm_t: list[int] = []
     by_source: dict[str, tuple[list[int], list[int]]] = {}
-    decide = {item.endpoint: _decide(item, settings) for item in traffic}
+    decide = {item.endpoint: _decide(item, settings, verdicts) for item in traffic}
     gc_was_enabled = gc.isenabled()
     try:
         for p in range(passes):
@@ -154,7 +155,7 @@ def run_realistic(passes: int | None = None, settings: Settings | None = None, s
 
     out = stats(floor_t, adm_t)
     out.update(passes=passes, reviews_per_pass=len(traffic),
-               verdict_hits=admission.VERDICTS.hits - hits0, verdict_misses=admission.VERDICTS.misses - misses0,
+               verdict_hits=verdicts.hits - hits0, verdict_misses=verdicts.misses - misses0,
                by_source={k: stats(*v) for k, v in sorted(by_source.items())})
     return out
 

@@ -25,7 +25,6 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[engine.Request]:
         return real(asked, *args, **kw)
 
     monkeypatch.setattr(engine, "judge", judge)
-    admission.VERDICTS.clear()
     return seen
 
 

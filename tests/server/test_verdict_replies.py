@@ -29,19 +29,15 @@ def _replies(pod: dict[str, Any], cache: VerdictCache | None, uid: str = "u-1") 
     """(/mutate reply, /validate reply) for ``pod``, with ``cache`` as the server's memo (None: fresh),
     each as the server sends it: a reply kept for an earlier copy comes encoded (``Outcome.wire``),
     and those bytes must be what encoding the reply gives."""
-    saved = admission.VERDICTS
-    admission.VERDICTS = cache if cache is not None else VerdictCache(max_entries=0)
-    try:
-        req = _request(pod, uid)
-        outcomes = (admission.mutate(req, SETTINGS), admission.validate(req, SETTINGS, mode="enforce"))
-        for outcome in outcomes:
-            assert outcome.wire is None or outcome.wire == review.encode(outcome.review)
-            if cache is None:
-                assert outcome.wire is None  # nothing kept, nothing reused
-        REUSED.extend(outcome for outcome in outcomes if outcome.wire is not None)
-        return outcomes[0].review, outcomes[1].review
-    finally:
-        admission.VERDICTS = saved
+    memo = cache if cache is not None else VerdictCache(max_entries=0)  # one memo for both entries, as an app owns one
+    req = _request(pod, uid)
+    outcomes = (admission.mutate(req, SETTINGS, memo=memo), admission.validate(req, SETTINGS, mode="enforce", memo=memo))
+    for outcome in outcomes:
+        assert outcome.wire is None or outcome.wire == review.encode(outcome.review)
+        if cache is None:
+            assert outcome.wire is None  # nothing kept, nothing reused
+    REUSED.extend(outcome for outcome in outcomes if outcome.wire is not None)
+    return outcomes[0].review, outcomes[1].review
 
 
 REUSED: list[admission.Outcome] = []
@@ -132,8 +128,7 @@ def test_the_memo_metric_counts_hits_misses_and_unkept() -> None:
     the next a hit; a pod written by hand is unkept (its next copy would not look the same)."""
     from webhook.server.app import create_app
 
-    admission.VERDICTS.clear()
-    app = create_app(SETTINGS)
+    app = create_app(SETTINGS)  # its own memo
     client = app.test_client()
     made = _pod()
     made["metadata"] = {"generateName": "m-", "namespace": "ns", "labels": {"app": "x", "pod-template-hash": "abc"},

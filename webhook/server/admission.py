@@ -25,10 +25,6 @@ from webhook.server.verdict_cache import HIT, VerdictCache
 
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
-VERDICTS = VerdictCache()
-"""The verdicts on CREATEs of this process, by the object's content without its per-copy fields
-(:mod:`webhook.server.verdict_cache`): the replicas of a Deployment, the completions of a Job and the
-pods of a JobSet are judged once per template, not once per pod."""
 
 
 @dataclass(frozen=True)
@@ -88,14 +84,18 @@ def _asked(req: Request, *, entry_mode: str | None = None, mutate: bool | None =
                           entry_mode=entry_mode, mutate=mutate)
 
 
-def _judge(asked: engine.Request, settings: Settings, *,
-           inventory: Inventory | None) -> tuple[Judgement, Replies | None, str | None]:
+def _judge(asked: engine.Request, settings: Settings, *, inventory: Inventory | None,
+           memo: VerdictCache | None) -> tuple[Judgement, Replies | None, str | None]:
     """The judgement of ``asked``, the table of replies kept with it when the verdict memo answered
-    (None when it was judged now), and how the memo lookup went (None for an UPDATE: judged against
-    its stored object, never kept)."""
-    if asked.operation == "UPDATE":
+    (None when it was judged now), and how the memo lookup went (None for an UPDATE, judged against
+    its stored object and never kept, and without a memo).
+
+    ``memo``: the server's verdicts on CREATEs (:mod:`webhook.server.verdict_cache`, one per app),
+    by the object's content without its per-copy fields: the replicas of a Deployment, the
+    completions of a Job and the pods of a JobSet are judged once per template, not once per pod."""
+    if asked.operation == "UPDATE" or memo is None:
         return engine.judge(asked, settings, inventory), None, None
-    found = VERDICTS.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
+    found = memo.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
                             lambda: engine.judge(asked, settings, inventory).detached())
     return found.value, found.replies, found.result
 
@@ -262,7 +262,8 @@ def _validate_claim(req: Request, settings: Settings, *, mode: str) -> Outcome:
     return Outcome(reply, result.allowed, result.mode, codes, judged=True)
 
 
-def mutate(req: Request, settings: Settings, inventory: Inventory | None = None) -> Outcome:
+def mutate(req: Request, settings: Settings, inventory: Inventory | None = None, *,
+           memo: VerdictCache | None = None) -> Outcome:
     """Pin a pod to its tier. Never denies; other kinds and operations pass untouched, and so does
     everything under the policy's ``mode: audit`` (audit mutates nothing: :func:`policy.decide`)."""
     mode = settings.mode
@@ -271,7 +272,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate \
             or mode == "audit":
         return _allow_at_once(req, mode)
-    judged, replies, memo = _judge(_asked(req, mutate=True), settings, inventory=inventory)
+    judged, replies, looked = _judge(_asked(req, mutate=True), settings, inventory=inventory, memo=memo)
     # what else the reply depends on: the mode it states, and the object's kind and namespace
     variant = ("mutate", mode, req.kind_name, req.namespace)
     reused = _reused(req, replies, variant)
@@ -287,7 +288,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None)
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
                         f"({placed.placement.label_key} In {counted(len(placed.placement.values), 'value')})")
     return _keep(Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
-                         True, mode, tier=tier, judged=True), replies, variant, memo)
+                         True, mode, tier=tier, judged=True), replies, variant, looked)
 
 
 Parent = Callable[[Request], Any]
@@ -331,7 +332,7 @@ def _scale(req: Request, settings: Settings, *, mode: str, inventory: Inventory 
 
 
 def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None = None,
-             parent: Parent | None = None) -> Outcome:
+             parent: Parent | None = None, memo: VerdictCache | None = None) -> Outcome:
     """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation);
     a scale-up through the ``scale`` subresource is admitted with what its new pods will meet
     (``parent`` reads its object)."""
@@ -349,7 +350,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
     asked = _asked(req, entry_mode=mode, mutate=False if kind == "Pod" else None)
     mode = engine.resolve_mode(asked, settings)
-    judged, replies, memo = _judge(asked, settings, inventory=inventory)
+    judged, replies, looked = _judge(asked, settings, inventory=inventory, memo=memo)
     variant = ("validate", mode, kind, req.namespace)
     reused = _reused(req, replies, variant)
     if reused is not None:
@@ -357,7 +358,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
                           and not r.template.notes for r in results):
-        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant, memo)
+        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant, looked)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -369,4 +370,4 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         audit_annotations=_audit_annotations(results),
         secrets=judged.secrets,
     )
-    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant, memo)
+    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant, looked)

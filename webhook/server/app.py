@@ -29,6 +29,7 @@ from webhook.server.keypair import certificate_expiry, pair_problem
 from webhook.server.live_settings import LiveSettings, PolicyUnavailable
 from webhook.server.metrics import Metrics
 from webhook.server.review import ReviewError
+from webhook.server.verdict_cache import VerdictCache
 
 log = logging.getLogger("gpu_admission.decision")
 errlog = logging.getLogger("gpu_admission.server")
@@ -131,7 +132,8 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
     # one byte more than allowed: a chunked body has no Content-Length to refuse up front, and werkzeug
     # stops reading it at the limit without an error, so handle() must see that there was more
     app.config["MAX_CONTENT_LENGTH"] = max_body + 1
-    app.extensions["gpu_admission"] = {"settings": live, "metrics": m}
+    memo = VerdictCache()
+    app.extensions["gpu_admission"] = {"settings": live, "metrics": m, "memo": memo}
 
     shed = {"count": 0, "logged": 0.0}
     children: dict[tuple[Any, ...], Any] = {}
@@ -224,7 +226,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
     @app.post("/mutate")
     def mutate() -> Response:
-        return handle("mutate", lambda req, s: admission.mutate(req, s, current_inventory()))
+        return handle("mutate", lambda req, s: admission.mutate(req, s, current_inventory(), memo=memo))
 
     # /validate/audit is what the webhook configuration uses: kube-apiserver refuses a query string in
     # a webhook's service path or URL, so ?mode=audit cannot be configured there
@@ -240,7 +242,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
 
         def decide(req: review.Request, s: Settings) -> admission.Outcome:
             return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce",
-                                      inventory=current_inventory(), parent=parent)
+                                      inventory=current_inventory(), parent=parent, memo=memo)
         return handle("validate", decide)
 
     @app.post("/validate/policy")
