@@ -59,7 +59,7 @@ def run(iterations: int | None = None, warmup: int = 5, variants: int | None = N
     verdicts = VerdictCache()  # the server's memo, as an app owns one
 
     def forget() -> None:
-        launch_memo._MEMO.clear()
+        launch_memo.LAUNCHES.clear()
         verdicts.clear()
 
     rows: list[dict[str, Any]] = []
@@ -116,7 +116,7 @@ def run_realistic(passes: int | None = None, settings: Settings | None = None, s
     traffic = traffic if traffic is not None else corpus.controller_traffic(seed=seed, settings=settings)
     loads, dumps, parse = json.loads, json.dumps, review.parse
     ns = time.perf_counter_ns
-    launch_memo._MEMO.clear()
+    launch_memo.LAUNCHES.clear()
     verdicts = VerdictCache()
     hits0, misses0 = verdicts.hits, verdicts.misses
     floor_t: list[int] = []

@@ -138,7 +138,7 @@ def test_controller_traffic_validate_bodies_are_mutate_bodies_patched() -> None:
     traffic = _small_traffic()
     patched_any = False
     for m, v in zip(traffic[0::2], traffic[1::2]):
-        memo._MEMO.clear()
+        memo.LAUNCHES.clear()
         body = corpus.fill(m.body.decode(), 7).encode()
         reply = admission.mutate(review.parse(body, "application/json"), settings).review["response"]  # no verdict memo
         patch = json.loads(base64.b64decode(reply["patch"])) if reply.get("patch") else []

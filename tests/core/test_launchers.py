@@ -580,7 +580,7 @@ def test_memo_key_holds_every_field_the_parse_reads(container: dict[str, Any]) -
 
 @pytest.mark.parametrize("container", [x[1] for x in _ALL_CONTAINERS], ids=[x[0] for x in _ALL_CONTAINERS])
 def test_memo_answers_what_a_fresh_parse_answers(container: dict[str, Any]) -> None:
-    container_mod._MEMO.clear()
+    container_mod.LAUNCHES.clear()
     first, again = parse_container(container), parse_container(dict(container))
     assert first == again == container_mod.parse_launch(container)
 
@@ -601,7 +601,7 @@ def test_memo_skips_what_is_not_json() -> None:
 
 
 def test_memo_is_bounded() -> None:
-    container_mod._MEMO.clear()
-    for i in range(container_mod._MEMO_MAX + 10):
+    container_mod.LAUNCHES.clear()
+    for i in range(container_mod.LAUNCHES.limit + 10):
         parse_container(c(["vllm", "serve", f"org/m{i}"]))
-    assert len(container_mod._MEMO) <= container_mod._MEMO_MAX
+    assert len(container_mod.LAUNCHES) <= container_mod.LAUNCHES.limit

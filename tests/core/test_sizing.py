@@ -353,7 +353,7 @@ def _fresh(profile: WorkloadProfile, **params: float) -> tuple[object, ...]:
     llm(8.0, gpu_memory_utilization=0.5), dataclasses.replace(llm(8.0), kind="embedding"),
 ], ids=["70b-tp4", "70b-tp2", "8b", "8b-fp32", "mixtral-awq", "70b-tp4-pp2", "8b-train", "unknown", "util-0.5", "embed"])
 def test_fit_options_is_fit_on_each_option(profile: WorkloadProfile) -> None:
-    sizing._FITS.clear()
+    sizing.FITS.clear()
     first = sizing.fit_options(profile, _OPTS, CAT, **_PARAMS)
     again = sizing.fit_options(profile, _OPTS, CAT, **_PARAMS)
     assert first == again == _fresh(profile, **_PARAMS)
@@ -371,10 +371,10 @@ def test_fit_options_keys_on_every_input() -> None:
 
 
 def test_fit_options_is_bounded() -> None:
-    sizing._FITS.clear()
-    for i in range(sizing._FITS_MAX + 5):
+    sizing.FITS.clear()
+    for i in range(sizing.FITS.limit + 5):
         sizing.fit_options(llm(1.0 + i / 1000), _OPTS[:1], CAT, **_PARAMS)
-    assert len(sizing._FITS) <= sizing._FITS_MAX
+    assert len(sizing.FITS) <= sizing.FITS.limit
 
 
 # --------------------------------------------------------------------------- expert and data parallelism (issue 15)

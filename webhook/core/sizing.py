@@ -35,6 +35,7 @@ from typing import Mapping, Sequence
 
 from webhook.core import models, training_memory
 from webhook.core.domain import Fit, LabelOption, WorkloadProfile
+from webhook.core.memo import MISSING, Memo
 from webhook.core.hardware import (
     DEFAULT_ALLREDUCE_US,
     FP8,
@@ -587,8 +588,8 @@ def _sizing_key(profile: WorkloadProfile) -> tuple[object, ...]:
             profile.strategy_source, profile.training_offload, profile.distributed_optimizer, profile.peft)
 
 
-_FITS: dict[tuple[object, ...], tuple[Fit, ...]] = {}
-_FITS_MAX = 4096
+FITS: Memo[tuple[Fit, ...]] = Memo(4096)
+""":func:`fit_options`' results by every input :func:`fit` reads (:mod:`webhook.core.memo`)."""
 
 
 def fit_options(profile: WorkloadProfile, options: Sequence[LabelOption], catalog: Catalog, *,
@@ -607,18 +608,16 @@ def fit_options(profile: WorkloadProfile, options: Sequence[LabelOption], catalo
                                         o.spec.interconnect, o.spec.compute_capability) for o in opts),
            catalog, overhead_gib, kv_reserve_gib, kv_fraction, utilization)
     try:
-        cached = _FITS.get(key)
+        cached = FITS.get(key)
     except TypeError:  # an unhashable value reached the profile: compute, do not cache
-        cached, key = None, None
-    if cached is not None:
-        return cached
+        cached, key = MISSING, None
+    if cached is not MISSING:
+        return cached  # type: ignore[return-value]
     result = tuple(fit(profile, option, overhead_gib=overhead_gib, kv_reserve_gib=kv_reserve_gib,
                        kv_fraction=kv_fraction, utilization=utilization,
                        allreduce_us=catalog.allreduce_latency_us(option)) for option in opts)
     if key is not None:
-        if len(_FITS) >= _FITS_MAX:
-            _FITS.clear()
-        _FITS[key] = result
+        FITS.put(key, result)
     return result
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from webhook.core.configmaps import FILES
 from webhook.core.container_env import is_secret_name
 from webhook.core.domain import LaunchSpec
+from webhook.core.memo import MISSING, Memo
 from webhook.core.launchers.context import Ctx, context, with_argvs
 from webhook.core.launchers.detection import IMAGES, Launcher, detect
 from webhook.core.launchers.nim import NIM_IMAGE_RE, parse_nim
@@ -28,8 +29,8 @@ READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name"
 """Every container field the parse reads (``context``, ``invocations``, the image fallback): the
 memo key of :func:`parse_container`. A field read below must be listed here."""
 
-_MEMO: dict[bytes, LaunchSpec | None] = {}
-_MEMO_MAX = 2048
+LAUNCHES: Memo[LaunchSpec | None] = Memo(2048)
+""":func:`parse_container`'s results by :func:`_memo_key` (:mod:`webhook.core.memo`)."""
 _MEMO_KEY_MAX = 64 * 1024
 
 
@@ -60,14 +61,12 @@ def parse_container(container: Mapping[str, Any]) -> LaunchSpec | None:
         return None
     key = _memo_key(container)
     if key is not None:
-        hit = _MEMO.get(key, _MEMO)
-        if hit is not _MEMO:
+        hit = LAUNCHES.get(key)
+        if hit is not MISSING:
             return hit  # type: ignore[return-value]
     spec = parse_launch(container)
     if key is not None:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        _MEMO[key] = spec
+        LAUNCHES.put(key, spec)
     return spec
 
 
