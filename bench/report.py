@@ -322,6 +322,14 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
                 f"{rl['verdict_hits']} hits, {rl['verdict_misses']} misses. By source: " + ", ".join(
                     f"{k} {v.get('admission_ratio_median', math.nan):.2f}x" for k, v in (rl.get("by_source") or {}).items()
                     if isinstance(v, dict)) + ".")
+        churn = engine.get("node_churn")
+        if churn:
+            add("")
+            add(f"Node updates (`bench/node_churn.py`: the same traffic through a real NodeWatch of "
+                f"{churn[0]['nodes']:,} GPU nodes fed one event before every review): verdict memo hit rate " + "; ".join(
+                    f"{r['churn']} {r['hit_rate']} ({r['inventories_built']:,} inventories for {r['events']:,} events)"
+                    for r in churn) + ". A status update that changes no GPU fact builds no inventory, so the "
+                "memo keyed by it keeps answering; one that changes a GPU fact must be a new inventory.")
         add("")
         add(f"![engine CDF]({png_dir}/engine-cdf.png)")
         add("")

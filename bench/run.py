@@ -96,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             if phase == "engine":
                 from bench import engine_bench
                 results["engine"] = engine_bench.run()
+                from bench import node_churn
+                results["engine"]["node_churn"] = node_churn.runs(passes=int(common.scaled(2, 1)))
+                for r in results["engine"]["node_churn"]:
+                    log(f"  node churn {r['churn']}: verdict memo hit rate {r['hit_rate']} "
+                        f"({r['inventories_built']} inventories for {r['events']} node events)")
                 for name, s in results["engine"]["summary"].items():
                     log(f"  {name}: engine {s['engine_median_us']:.0f} us vs floor {s['floor_median_us']:.0f} us "
                         f"(ratio median {s['engine_ratio_median']:.1f}x, worst {s['engine_ratio_worst']:.1f}x)")

@@ -1,6 +1,6 @@
 """The two installs (issue 16, point 3), each into a fresh virtual environment, and run from there.
 
-- ``pip install gpu-admission``: ``check``, ``explain`` and ``policy check`` for CI, with PyYAML and jsonschema only;
+- ``pip install gpu-admission``: ``check``, ``explain`` and ``policy check`` for CI, with PyYAML, jsonschema and jsonpatch only;
   none of the server's libraries is importable, and ``serve``, ``certs`` and ``inventory`` exit 2
   with one line naming the extra to install (never a traceback).
 - ``pip install 'gpu-admission[server]'``: the admission server, started from that venv.
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "vllm-llama-70b-tp4.yaml"
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "webhook")
 """What the build reads (setup.cfg: metadata, long description, packages and their data)."""
-SERVER_LIBRARIES = ("flask", "werkzeug", "gunicorn", "cryptography", "kubernetes", "prometheus_client", "jsonpatch")
+SERVER_LIBRARIES = ("flask", "werkzeug", "gunicorn", "cryptography", "kubernetes", "prometheus_client")
 INSTALL_TIMEOUT = 600
 """Seconds for one pip run: dependencies may come from PyPI on a cold cache."""
 

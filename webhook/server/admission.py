@@ -26,7 +26,6 @@ from webhook.server.verdict_cache import HIT, VerdictCache
 JUDGED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
 
-
 @dataclass(frozen=True)
 class Outcome:
     """A completed response plus the facts the server logs and counts."""
@@ -96,7 +95,7 @@ def _judge(asked: engine.Request, settings: Settings, *, inventory: Inventory | 
     if asked.operation == "UPDATE" or memo is None:
         return engine.judge(asked, settings, inventory), None, None
     found = memo.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
-                            lambda: engine.judge(asked, settings, inventory).detached())
+                        lambda: engine.judge(asked, settings, inventory).detached())
     return found.value, found.replies, found.result
 
 
@@ -242,11 +241,11 @@ def _mutate_claim(req: Request, settings: Settings) -> Outcome:
                    judged=True)
 
 
-def _validate_claim(req: Request, settings: Settings, *, mode: str) -> Outcome:
+def _validate_claim(req: Request, settings: Settings, *, mode: str, entry_mode: str) -> Outcome:
     """Judge a claim as it arrives (an UPDATE, metadata only, in audit: :func:`engine.judge`)."""
     if req.operation not in JUDGED_OPERATIONS or req.sub_resource:
         return _allow_at_once(req, mode)
-    result = _claim(engine.judge(_asked(req, entry_mode=mode, mutate=False), settings))
+    result = _claim(engine.judge(_asked(req, entry_mode=entry_mode, mutate=False), settings))
     if result is None:
         return _allow_at_once(req, mode)
     codes = tuple(v.code for v in result.violations)
@@ -302,7 +301,7 @@ def _replicas(scale: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _scale(req: Request, settings: Settings, *, mode: str, inventory: Inventory | None,
+def _scale(req: Request, settings: Settings, *, mode: str, entry_mode: str, inventory: Inventory | None,
            parent: Parent | None) -> Outcome:
     """A ``scale`` subresource UPDATE (``kubectl scale``, an HPA): always admitted. A scale-up of a
     workload whose new pods will be denied says so (the pods are new objects, judged when the
@@ -322,7 +321,7 @@ def _scale(req: Request, settings: Settings, *, mode: str, inventory: Inventory 
         # the reason first: kubectl shows a warning cut at review.WARNING_MAX_CHARS
         warning = f"scale-up not checked, {what} not read ({reason}): its new pods may be denied"
         return Outcome(review.respond(req, allowed=True, warnings=[warning]), True, mode, judged=True)
-    judged = engine.judge(engine.Request(obj, scale_to=new, entry_mode=mode), settings, inventory)
+    judged = engine.judge(engine.Request(obj, scale_to=new, entry_mode=entry_mode), settings, inventory)
     warnings = [w for r in judged.results for w in r.decision.warnings]
     if not warnings:
         return Outcome(review.respond(req, allowed=True), True, mode, judged=True)
@@ -335,12 +334,15 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
              parent: Parent | None = None, memo: VerdictCache | None = None) -> Outcome:
     """Judge a pod (as it arrives) or a workload's templates (as their pods will be after mutation);
     a scale-up through the ``scale`` subresource is admitted with what its new pods will meet
-    (``parent`` reads its object)."""
+    (``parent`` reads its object). ``mode``: the entry's (``/validate/audit`` for audit
+    namespaces), which :func:`engine.resolve_mode` weighs with the policy's."""
+    entry_mode = mode
+    mode = engine.resolve_mode(engine.Request(req.obj, entry_mode=entry_mode), settings)
     kind = req.kind_name
     if kind in dra.KINDS:
-        return _validate_claim(req, settings, mode=mode)
+        return _validate_claim(req, settings, mode=mode, entry_mode=entry_mode)
     if req.sub_resource == "scale" and req.operation == "UPDATE":
-        return _scale(req, settings, mode=mode, inventory=inventory, parent=parent)
+        return _scale(req, settings, mode=mode, entry_mode=entry_mode, inventory=inventory, parent=parent)
     # any kind that arrives is judged: the shipped configurations send WORKLOAD_KINDS, and a kind a
     # user registers on their own (an Argo Workflow, an in-house CRD) is read by shape
     # (webhook.core.generic) instead of passing unjudged
@@ -348,8 +350,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
-    asked = _asked(req, entry_mode=mode, mutate=False if kind == "Pod" else None)
-    mode = engine.resolve_mode(asked, settings)
+    asked = _asked(req, entry_mode=entry_mode, mutate=False if kind == "Pod" else None)
     judged, replies, looked = _judge(asked, settings, inventory=inventory, memo=memo)
     variant = ("validate", mode, kind, req.namespace)
     reused = _reused(req, replies, variant)

@@ -241,8 +241,7 @@ def create_app(settings: Settings | LiveSettings | None = None, *, max_body: int
             return _json({"error": f"mode must be one of {', '.join(MODES)}, got {mode[:20]!r}"}, 400)
 
         def decide(req: review.Request, s: Settings) -> admission.Outcome:
-            return admission.validate(req, s, mode="audit" if "audit" in (mode, s.mode) else "enforce",
-                                      inventory=current_inventory(), parent=parent, memo=memo)
+            return admission.validate(req, s, mode=mode, inventory=current_inventory(), parent=parent, memo=memo)
         return handle("validate", decide)
 
     @app.post("/validate/policy")
