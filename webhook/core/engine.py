@@ -1,7 +1,8 @@
 """The pure pipeline both front doors call: object -> templates -> profiles -> decisions -> patches.
 
-The HTTP server and the ``check`` CLI build a :class:`Request` and call :func:`judge`, the one entry,
-and nothing below it, so the live webhook and the CI checker cannot disagree. No I/O, no clock, no globals beyond the immutable settings.
+The HTTP server and the ``check`` CLI build a :class:`Request` and call :func:`judge`, the one
+entry, and nothing below it, so the live webhook and the CI checker cannot disagree. No I/O, no
+clock; no state but the bounded memos of pure results (:mod:`webhook.core.memo`).
 """
 
 from __future__ import annotations
