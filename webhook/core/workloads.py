@@ -16,7 +16,6 @@ from webhook.core import generic, operators
 from webhook.core.counts import parse_count
 from webhook.core.domain import JSON
 
-LWS_GROUP = "leaderworkerset.x-k8s.io"
 MAX_REPLICAS = 2**31 - 1
 """A replica count written as a string is read up to int32, the type of every ``replicas`` field."""
 
@@ -38,7 +37,7 @@ AdmissionReview (a saved request) wraps the object the webhook judged, a List's 
 of their own (:func:`documents` expands them for ``check``; kube-apiserver never sends one)."""
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
-    {"Pod", "LeaderWorkerSet", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
+    {"Pod", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
 )
 """Kinds whose templates are judged (the webhook registers for these)."""
 
@@ -174,22 +173,6 @@ def _operator_template(obj: Mapping[str, JSON], prefix: str, kind: str, found: o
     )
 
 
-def _lws_templates(obj: Mapping[str, JSON], prefix: str) -> tuple[PodTemplate, ...]:
-    """LeaderWorkerSet: leader and worker templates; a missing leader template means the worker
-    template serves the leader too (LWS semantics), so only one template is judged then."""
-    lwt = _mapping(_dig(obj, ("spec", "leaderWorkerTemplate")))
-    size = _int(lwt.get("size"), 1) or 1
-    replicas = _int(_dig(obj, ("spec", "replicas")), 1)
-    base = join(prefix, "spec", "leaderWorkerTemplate")
-    found = []
-    for name, key in (("leader", "leaderTemplate"), ("worker", "workerTemplate")):
-        tpl = _template(join(base, key), lwt.get(key), kind="LeaderWorkerSet", template=name,
-                        group_size=size, replicas=replicas)
-        if tpl is not None:
-            found.append(tpl)
-    return tuple(found)
-
-
 def pod_templates(obj: Any, prefix: str = "",
                   context: Mapping[tuple[str, str, str], Any] | None = None) -> tuple[PodTemplate, ...]:
     """Every pod template of ``obj`` (a Kubernetes object as decoded JSON/YAML).
@@ -207,8 +190,6 @@ def pod_templates(obj: Any, prefix: str = "",
     if kind == "Pod":
         tpl = _template(prefix, obj, kind="Pod")
         return (tpl,) if tpl else ()
-    if kind == "LeaderWorkerSet" and isinstance(api_version, str) and api_version.startswith(LWS_GROUP + "/"):
-        return _lws_templates(obj, prefix)
     if isinstance(api_version, str) and (api_version, kind) in operators.READERS:  # before _TEMPLATE_PATHS: a Volcano Job is no batch/v1 Job
         made = (_operator_template(obj, prefix, kind, found) for found in operators.templates(obj, context))
         return tuple(tpl for tpl in made if tpl is not None)

@@ -10,7 +10,8 @@ commit where it matters):
 - :mod:`.ray`: RayCluster, RayJob, RayService;
 - :mod:`.trainer`: Kubeflow Trainer TrainJob with its (Cluster)TrainingRuntime;
 - :mod:`.kserve`: KServe InferenceService and LLMInferenceService;
-- :mod:`.serving`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo.
+- :mod:`.serving`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo;
+- :mod:`.lws`: LeaderWorkerSet.
 
 A reader yields :class:`Found` per template. By default every template of one object belongs to one
 job: the engine counts the pods of its GPU templates as the job's group (a CPU-only launcher or Ray
@@ -28,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.core.operators import kserve, ray, serving, trainer, training
+from webhook.core.operators import kserve, lws, ray, serving, trainer, training
 from webhook.core.operators.base import (MAX_COUNT_TEXT, MAX_PODS, Context, Found, Reader, count, dig, mapping,
                                          merge_named, name_of, product)
 
-__all__ = ["CONTEXT_KINDS", "KINDS", "MAX_COUNT_TEXT", "MAX_PODS", "READERS", "Context", "Found", "Reader",
+__all__ = ["CONTEXT_KINDS", "KINDS", "MAX_COUNT_TEXT", "MAX_PODS", "OWN_ENTRY_KINDS", "READERS", "Context", "Found", "Reader",
            "context_of", "count", "dig", "mapping", "merge_named", "name_of", "product", "templates"]
 
 CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
@@ -59,11 +60,16 @@ def context_of(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
 
 
 READERS: Mapping[tuple[str, str], Reader] = {
-    **training.READERS, **ray.READERS, **trainer.READERS, **kserve.READERS, **serving.READERS,
+    **training.READERS, **ray.READERS, **trainer.READERS, **kserve.READERS, **serving.READERS, **lws.READERS,
 }
 """(apiVersion, kind) -> reader. Keyed by apiVersion too: a Volcano ``Job`` is not a ``batch/v1`` Job."""
 
 KINDS: frozenset[str] = frozenset(kind for _, kind in READERS)
+
+OWN_ENTRY_KINDS: frozenset[str] = frozenset({"LeaderWorkerSet"})
+"""Kinds the shipped webhook configurations send through an entry of their own, whose CEL condition
+finds their pod templates at one depth (``validate-leaderworkersets``); every other kind of
+:data:`READERS` goes through the operators' entry, which has no condition."""
 
 
 def templates(obj: Mapping[str, Any], context: Mapping[tuple[str, str, str], Any] | None = None) -> list[Found]:
