@@ -1,7 +1,8 @@
 """LeaderWorkerSet (kubernetes-sigs/lws): a leader and a worker template, one group of ``size`` pods
 per replica.
 
-Facts from the upstream API types (kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``):
+Facts from the upstream API types (kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``
+at 024af08, ``LeaderWorkerSetSpec`` and ``LeaderWorkerTemplate``; the repository has no other version):
 ``spec.replicas`` groups, each of ``spec.leaderWorkerTemplate.size`` pods (default 1: the leader
 only), one leader pod from ``leaderTemplate`` and ``size - 1`` workers from ``workerTemplate``; when
 ``leaderTemplate`` is not set the leader is made from ``workerTemplate``, so that one template is
