@@ -15,16 +15,17 @@ AUDIT = settings_mod.from_mapping({"mode": "audit"})
 
 
 @pytest.mark.parametrize("asked, settings, expected", [
-    pytest.param(engine.Request(None), ENFORCE, "enforce", id="policy-enforce"),
-    pytest.param(engine.Request(None), AUDIT, "audit", id="policy-audit"),
-    pytest.param(engine.Request(None, mode="enforce"), AUDIT, "enforce", id="check-asks-enforce-of-an-audit-policy"),
-    pytest.param(engine.Request(None, mode="audit"), ENFORCE, "audit", id="check-asks-audit"),
-    pytest.param(engine.Request(None, entry_mode="audit"), ENFORCE, "audit", id="audit-namespace-entry"),
-    pytest.param(engine.Request(None, entry_mode="enforce"), AUDIT, "audit", id="entry-never-hardens-the-kill-switch"),
-    pytest.param(engine.Request(None, entry_mode="enforce"), ENFORCE, "enforce", id="enforce-entry-enforce-policy"),
+    pytest.param({}, ENFORCE, "enforce", id="policy-enforce"),
+    pytest.param({}, AUDIT, "audit", id="policy-audit"),
+    pytest.param({"mode": "enforce"}, AUDIT, "enforce", id="check-asks-enforce-of-an-audit-policy"),
+    pytest.param({"mode": "audit"}, ENFORCE, "audit", id="check-asks-audit"),
+    pytest.param({"entry_mode": "audit"}, ENFORCE, "audit", id="audit-namespace-entry"),
+    pytest.param({"entry_mode": "enforce"}, AUDIT, "audit", id="entry-never-hardens-the-kill-switch"),
+    pytest.param({"entry_mode": "enforce"}, ENFORCE, "enforce", id="enforce-entry-enforce-policy"),
 ])
-def test_resolve_mode(asked: engine.Request, settings: settings_mod.Settings, expected: str) -> None:
-    assert engine.resolve_mode(asked, settings) == expected
+def test_resolve_mode(asked: dict[str, str], settings: settings_mod.Settings, expected: str) -> None:
+    assert engine.resolve_mode(settings, **asked) == expected
+    assert engine.judge(engine.Request(four_gpu_claim(), mutate=False, **asked), settings).results[0].decision.mode == expected
 
 
 def four_gpu_claim() -> dict[str, Any]:

@@ -363,18 +363,19 @@ def _rows(docs: Sequence[sources.Document], settings: settings_mod.Settings, *, 
     is one ``templated`` row instead of a judgement: kube-apiserver refuses it before any webhook
     sees it, so it is to be rendered, not denied. The server judges what it is sent and skips nothing."""
     rows: list[report.Row] = []
+    shown = engine.resolve_mode(settings, mode=mode)  # the mode an unjudged row states
     for doc in docs:
         for pointer, obj in documents(doc.obj):
-            asked = engine.Request(obj, mode=mode, mutate=mutate, prefix=pointer, context=context)
             try:
                 markers = templating.find(obj, settings.gpu_resources, prefix=pointer)
                 if markers:
                     results: Sequence[engine.TemplateResult] = (
-                        engine.templated(obj, pointer, markers, engine.resolve_mode(asked, settings)),)
+                        engine.templated(obj, pointer, markers, shown),)
                 else:
+                    asked = engine.Request(obj, mode=mode, mutate=mutate, prefix=pointer, context=context)
                     results = engine.judge(asked, settings, inventory).results
             except Exception as exc:  # noqa: BLE001 - a bug: this object's one ERROR row, the others judged
-                results = (report.failed(obj, pointer, exc, engine.resolve_mode(asked, settings)),)
+                results = (report.failed(obj, pointer, exc, shown),)
             rows.extend(report.Row(doc.source, obj, pointer, result) for result in results)
     return rows
 
@@ -415,7 +416,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         fleet = inventory_cli.load_file(args.inventory, settings) if args.inventory else None
         mutate = False if args.no_mutate else None
         context = _context(texts)
-        mode = engine.resolve_mode(engine.Request(None, mode=args.mode), settings)
+        mode = engine.resolve_mode(settings, mode=args.mode)
 
         def judge(docs: Sequence[sources.Document]) -> list[report.Row]:
             return _rows(docs, settings, mode=args.mode, mutate=mutate, inventory=fleet, context=context)

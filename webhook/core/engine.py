@@ -110,16 +110,16 @@ class Request:
     from another object (a TrainJob's runtime, a pod's ConfigMaps)."""
 
 
-def resolve_mode(request: Request, settings: Settings) -> str:
+def resolve_mode(settings: Settings, *, mode: str | None = None, entry_mode: str | None = None) -> str:
     """The one place an object's mode is decided: a mode asked for replaces the policy's (``check
     --mode enforce`` on an audit policy asks what enforce would deny); an entry's mode only softens
     (an audit namespace's entry never enforces an audit policy, whose ``mode: audit`` is the kill
     switch). A pod's own audit annotation softens further per template, where the policy allows it
     (:func:`webhook.core.policy.effective_mode`)."""
-    if request.mode is not None:
-        return request.mode
-    if request.entry_mode is not None:
-        return "audit" if "audit" in (request.entry_mode, settings.mode) else "enforce"
+    if mode is not None:
+        return mode
+    if entry_mode is not None:
+        return "audit" if "audit" in (entry_mode, settings.mode) else "enforce"
     return settings.mode
 
 
@@ -130,7 +130,7 @@ def judge(request: Request, settings: Settings, inventory: Inventory | None = No
     :func:`webhook.core.dra.judge_claim`; an UPDATE judged against its stored object
     (:func:`_updated`); a scale-up by what its new pods will meet (:func:`_scaled`).
     ``inventory``: the cluster's GPU nodes, when known."""
-    mode = resolve_mode(request, settings)
+    mode = resolve_mode(settings, mode=request.mode, entry_mode=request.entry_mode)
     mutate = settings.mutate if request.mutate is None else request.mutate
     obj = request.obj
     if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"] in dra.KINDS:

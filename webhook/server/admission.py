@@ -83,18 +83,19 @@ def _asked(req: Request, *, entry_mode: str | None = None, mutate: bool | None =
                           entry_mode=entry_mode, mutate=mutate)
 
 
-def _judge(asked: engine.Request, settings: Settings, *, inventory: Inventory | None,
+def _judge(asked: engine.Request, settings: Settings, *, mode: str, inventory: Inventory | None,
            memo: VerdictCache | None) -> tuple[Judgement, Replies | None, str | None]:
     """The judgement of ``asked``, the table of replies kept with it when the verdict memo answered
     (None when it was judged now), and how the memo lookup went (None for an UPDATE, judged against
-    its stored object and never kept, and without a memo).
+    its stored object and never kept, and without a memo). ``mode``: the one ``asked`` resolves to
+    (:func:`engine.resolve_mode`), part of the memo's key.
 
     ``memo``: the server's verdicts on CREATEs (:mod:`webhook.server.verdict_cache`, one per app),
     by the object's content without its per-copy fields: the replicas of a Deployment, the
     completions of a Job and the pods of a JobSet are judged once per template, not once per pod."""
     if asked.operation == "UPDATE" or memo is None:
         return engine.judge(asked, settings, inventory), None, None
-    found = memo.lookup(asked.obj, settings, inventory, (engine.resolve_mode(asked, settings), asked.mutate),
+    found = memo.lookup(asked.obj, settings, inventory, (mode, asked.mutate),
                         lambda: engine.judge(asked, settings, inventory).detached())
     return found.value, found.replies, found.result
 
@@ -271,7 +272,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None,
     if req.operation != "CREATE" or req.kind_name != "Pod" or req.sub_resource or not settings.mutate \
             or mode == "audit":
         return _allow_at_once(req, mode)
-    judged, replies, looked = _judge(_asked(req, mutate=True), settings, inventory=inventory, memo=memo)
+    judged, replies, looked = _judge(_asked(req, mutate=True), settings, mode=mode, inventory=inventory, memo=memo)
     # what else the reply depends on: the mode it states, and the object's kind and namespace
     variant = ("mutate", mode, req.kind_name, req.namespace)
     reused = _reused(req, replies, variant)
@@ -337,7 +338,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     (``parent`` reads its object). ``mode``: the entry's (``/validate/audit`` for audit
     namespaces), which :func:`engine.resolve_mode` weighs with the policy's."""
     entry_mode = mode
-    mode = engine.resolve_mode(engine.Request(req.obj, entry_mode=entry_mode), settings)
+    mode = engine.resolve_mode(settings, entry_mode=entry_mode)
     kind = req.kind_name
     if kind in dra.KINDS:
         return _validate_claim(req, settings, mode=mode, entry_mode=entry_mode)
@@ -351,7 +352,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     if kind == "Pod" and req.operation != "CREATE":
         return _allow_at_once(req, mode)  # pod node selection is immutable after creation
     asked = _asked(req, entry_mode=entry_mode, mutate=False if kind == "Pod" else None)
-    judged, replies, looked = _judge(asked, settings, inventory=inventory, memo=memo)
+    judged, replies, looked = _judge(asked, settings, mode=mode, inventory=inventory, memo=memo)
     variant = ("validate", mode, kind, req.namespace)
     reused = _reused(req, replies, variant)
     if reused is not None:
