@@ -239,9 +239,9 @@ def test_the_other_codes_too(case: Case) -> None:
 
 def test_every_code_the_policy_can_give_is_in_a_table() -> None:
     """A new code without a row here would be a message nobody checked."""
-    from webhook.core import policy
+    from webhook.core import rules
 
-    codes = {v for k, v in vars(policy).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z]+(-[a-z]+)+", v)}
+    codes = {v for k, v in vars(rules).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z]+(-[a-z]+)+", v)}
     tested = {c.values[0].code for c in CASES + MORE_CASES} | {"tier-not-in-cluster", "group-does-not-fit"}
     assert codes <= tested, codes - tested
 

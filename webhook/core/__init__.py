@@ -2,8 +2,8 @@
 
 Owns: ``engine`` (the one pipeline both doors call), ``workloads`` (where pod templates live in each
 kind), ``inference`` and ``launchers`` (what a container runs: framework, model, parallelism),
-``models``, ``hardware`` and ``sizing`` (parameters, GPU products, memory fit), ``policy`` (the
-rules), ``patches`` (RFC 6902 ops), ``groups``, ``selection`` and ``resources`` (labels, node
+``models``, ``hardware`` and ``sizing`` (parameters, GPU products, memory fit), ``rules`` (each
+rule: a case in, findings out) and ``policy`` (the table that composes them), ``patches`` (RFC 6902 ops), ``groups``, ``selection`` and ``resources`` (labels, node
 selection terms, GPU quantities), ``dra`` (ResourceClaims), ``inventory`` (the cluster's GPU pools
 as an index), ``scheduling`` (the extender's filter and scores), ``settings`` (the policy schema,
 its embedded default and validation), ``redaction`` (no secret leaves in a message), ``templating``

@@ -115,7 +115,7 @@ def resolve_mode(settings: Settings, *, mode: str | None = None, entry_mode: str
     --mode enforce`` on an audit policy asks what enforce would deny); an entry's mode only softens
     (an audit namespace's entry never enforces an audit policy, whose ``mode: audit`` is the kill
     switch). A pod's own audit annotation softens further per template, where the policy allows it
-    (:func:`webhook.core.policy.effective_mode`)."""
+    (rule ``mode``, :func:`webhook.core.rules.mode`)."""
     if mode is not None:
         return mode
     if entry_mode is not None:

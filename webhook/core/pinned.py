@@ -70,6 +70,8 @@ class Judged:
 
     values: tuple[str, ...] | None
     narrow: bool = False
+    findings: tuple[Finding, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def _fit_of(profile: WorkloadProfile, products: Sequence[str], settings: Settings) -> tuple[Fit, ...]:
@@ -124,8 +126,17 @@ def _offer(pin: Pin, settings: Settings, values: Sequence[str], choice: TierChoi
 
 
 def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: TierChoice, pin: Pin, *,
-          findings: list[Finding], warnings: list[str], inventory: Inventory | None) -> Judged:
-    """Judge ``pin`` for a workload whose policy tier is ``choice``; append what it breaks."""
+          inventory: Inventory | None) -> Judged:
+    """Judge ``pin`` for a workload whose policy tier is ``choice``: the values it leaves, with what
+    it breaks (findings) and what it only risks (warnings)."""
+    findings: list[Finding] = []
+    warnings: list[str] = []
+    judged = _judge(profile, template, settings, choice, pin, findings, warnings, inventory)
+    return replace(judged, findings=tuple(findings), warnings=tuple(warnings))
+
+
+def _judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: TierChoice, pin: Pin,
+           findings: list[Finding], warnings: list[str], inventory: Inventory | None) -> Judged:
     assert choice.tier is not None
     catalog = settings.catalog
     multi = tiering.is_multi(profile)

@@ -94,7 +94,7 @@ class Settings:
     ``deny`` denies ``group-does-not-fit``."""
     numa: str = "warn"
     """Multi-GPU pods on a multi-GPU (NVLink) tier, of a workload where alignment pays (training, a
-    multi-pod group: ``policy.numa_pays``), that cannot get CPUs aligned with their GPUs from the
+    multi-pod group: ``rules.numa_pays``), that cannot get CPUs aligned with their GPUs from the
     kubelet (not Guaranteed QoS, fractional CPUs: :mod:`webhook.core.numa`): ``warn`` (default),
     ``deny`` (``numa-unaligned``), ``off``."""
     misplaced: str = "warn"

@@ -175,7 +175,7 @@ TIER_ANNOTATION = "gpu-admission.io/tier"
 
 
 def single_gpu_tier(profile: WorkloadProfile, settings: Settings) -> tuple[str | None, str]:
-    """The tier of single-GPU work and the rule that sends it there (``policy._choose_tier``'s order):
+    """The tier of single-GPU work and the rule that sends it there (``rules._policy_tier``'s order):
     the size against ``largeModelParamsB``, else the kind (embeddings and diffusion are small-model
     work), else none: a single-GPU pod of unknown size is not constrained."""
     if profile.params_b is not None:

@@ -1,5 +1,6 @@
-"""What every operator reader shares: the :class:`Found` it yields, the one :data:`Reader` signature,
-and the defensive readers of counts and fields (operators' objects are user input: no shape is trusted).
+"""What every operator kind shares: the :class:`OperatorKind` that describes it, the :class:`Found`
+its reader yields, the one :data:`Reader` signature, and the defensive readers of counts and fields
+(operators' objects are user input: no shape is trusted).
 """
 
 from __future__ import annotations
@@ -49,6 +50,86 @@ InferenceService's ServingRuntime (:func:`webhook.core.operators.context_of`).""
 Reader = Callable[[Mapping[str, Any], str, Context], Iterator[Found]]
 """``(object, kind, context) -> the templates found``: one signature for every kind, whether it
 reads the context or not."""
+
+
+@dataclass(frozen=True)
+class Membership:
+    """The multi-pod group a pod belongs to, as its controller (or its user) names it."""
+
+    source: str
+    """Who made the group, for messages (``Kubeflow job``, ``JobSet``, ``Ray cluster``, ...)."""
+    name: str
+    """The group's name as the controller labels it (job name, cluster name, group key)."""
+    identity: str
+    """What every member has in common and no other group has (namespace aside: pod affinity only
+    selects pods of the pod's own namespace)."""
+    always: bool = True
+    """True for controllers whose pods are one job (a gang); False for controllers whose pods are
+    one group only when the launch spans pods (KServe replicas, an Indexed Job)."""
+
+
+Labels = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """How a pod made by an operator says which job it belongs to: the label its controller puts on
+    every pod of one job, whose value names the job."""
+
+    label: str
+    source: str
+    """Who made the group, for messages."""
+    prefix: str
+    """Prefix of the group's identity, so two controllers' jobs of one name are different groups."""
+    always: bool = True
+    """See :attr:`Membership.always`."""
+    read: Callable[[Labels, Labels], Membership | None] | None = None
+    """A kind whose membership is more than one label (LeaderWorkerSet: a group per leader index);
+    ``None``: the label's value is the group."""
+
+    def member(self, labels: Labels, annotations: Labels) -> Membership | None:
+        """The group of a pod with these labels and annotations, or ``None`` when it is none of this kind's."""
+        if self.read is not None:
+            return self.read(labels, annotations)
+        value = labels.get(self.label)
+        return Membership(self.source, value, f"{self.prefix}/{value}", self.always) if value else None
+
+
+ENTRY_OPERATORS = "operators"
+"""The webhook entry every operator kind is sent through unless its descriptor names its own."""
+
+
+@dataclass(frozen=True)
+class OperatorKind:
+    """Everything the project knows about one operator kind, in one place: how to read its pod
+    templates, what its controller stamps on the pods it makes, and how the webhook configurations
+    route it. The shipped webhook rules are generated from these (``make webhook-rules``)."""
+
+    api_version: str
+    kind: str
+    plural: str
+    """The resource name of the CRD (``spec.names.plural``), what a webhook rule matches."""
+    reader: Reader
+    group: PodGroup | None = None
+    """The label naming the job on the kind's pods, when they are one group."""
+    per_copy_labels: frozenset[str] = frozenset()
+    """Labels whose value differs between the pods of one template (the verdict memo's key skips
+    them: :mod:`webhook.core.verdicts`)."""
+    per_copy_annotations: frozenset[str] = frozenset()
+    leaders: frozenset[str] = frozenset()
+    """Template roles whose profile later templates of the object inherit when they name no model
+    (an MPI launcher's mpirun names what its workers run; an LWS leader)."""
+    entry: str | None = ENTRY_OPERATORS
+    """The webhook entry the kind is sent through: :data:`ENTRY_OPERATORS`, another name (an entry of
+    its own with a CEL condition, hand-written), or ``None`` for a kind no controller makes pods
+    from directly (a runtime another kind refers to), read by ``check`` only."""
+    source: str = ""
+    """Where the facts above come from (repository, file, commit)."""
+
+    @property
+    def group_version(self) -> tuple[str, str]:
+        group, _, version = self.api_version.rpartition("/")
+        return group, version
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
