@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 BIND   ?= 127.0.0.1:8443
 
-.PHONY: run test check certs manifests cluster clean help
+.PHONY: run test test-core check certs manifests cluster clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,6 +36,10 @@ check: $(STAMP)  ## judge the bundled examples offline, as CI would
 .PHONY: doc-samples
 doc-samples: $(STAMP)  ## regenerate the docs' sample Warning: lines (blocks marked <!-- sample: NAME -->) from the code
 	$(BIN)/python tests/tools/doc_samples.py
+
+.PHONY: webhook-rules
+webhook-rules: $(STAMP)  ## write the operators' webhook rules into manifests/ and the chart from webhook/core/operators
+	$(BIN)/python tests/tools/webhook_rules.py
 
 .PHONY: bench
 BENCH_ARGS ?= --baseline bench/results/before-issue17.json
@@ -76,6 +80,9 @@ test: $(STAMP)  ## run the whole test suite: builds its tools first with progres
 	  || echo 'wrk could not be installed (apt-get install wrk): its bench smoke test will fail' >&2
 	bash tests/tools/prepare.sh
 	$(BIN)/python -m pytest
+
+test-core: $(STAMP)  ## the core's tests and the layout's, no Go tools, 20 examples per property (~25 s): the edit loop
+	HYPOTHESIS_PROFILE=quick $(BIN)/python -m pytest -q -m "not e2e and not install" tests/core tests/test_architecture.py tests/test_webhook_rules.py
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

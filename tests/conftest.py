@@ -8,6 +8,7 @@ installs it otherwise (the fresh-machine path, hence the long timeouts):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.properties import SCALE
 from webhook.cli import certs
 from webhook.cli import install
 
@@ -25,9 +27,17 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from control_plane import ManifestTree  # noqa: E402
 
 # Property tests assert behaviour, not speed: a per-example deadline only makes them flaky on a
-# loaded 2-core CI machine (speed is measured in bench/).
-settings.register_profile("gpu-admission", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("gpu-admission")
+# loaded 2-core CI machine (speed is measured in bench/). HYPOTHESIS_PROFILE picks how many examples
+# each property draws: "gpu-admission" (Hypothesis' 100, what `make test` and CI run), "quick" (20,
+# the edit loop of `make test-core`), "thorough" (1,000, before a release).
+# Tests that draw more than the default scale with the profile too (tests/properties.py).
+for _name, _scale in SCALE.items():
+    settings.register_profile(_name, deadline=None, max_examples=round(100 * _scale),
+                              suppress_health_check=[HealthCheck.too_slow])
+_profile = os.environ.get("HYPOTHESIS_PROFILE", "gpu-admission")
+if _profile not in SCALE:
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE={_profile!r}: use one of {', '.join(SCALE)}")
+settings.load_profile(_profile)
 
 BUILD_TIMEOUT = 3600
 """Seconds: building kube-apiserver, kubectl and etcd from source on a 2-core machine."""

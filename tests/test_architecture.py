@@ -48,20 +48,24 @@ class Module:
 def _imports(module: Module) -> list[tuple[str, tuple[str, ...], int]]:
     """(imported module, names taken from it, line) for every import anywhere in the module,
     relative imports resolved (lazy imports inside functions count the same)."""
-    tree = ast.parse(module.source)
-    package = module.name if module.is_package else module.name.rpartition(".")[0]
     out: list[tuple[str, tuple[str, ...], int]] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(module.source)):
         if isinstance(node, ast.Import):
             out.extend((alias.name, (), node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{anchor}.{base}" if base else anchor
-            out.append((base, tuple(alias.name for alias in node.names), node.lineno))
+            out.append((_from(module, node), tuple(alias.name for alias in node.names), node.lineno))
     return out
+
+
+def _from(module: Module, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` statement of ``module`` reads, a relative one resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    parts = package.split(".")
+    anchor = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{anchor}.{base}" if base else anchor
 
 
 BUNDLED_READER = "webhook.core.bundled"
@@ -237,3 +241,81 @@ def test_architecture_md_names_every_module() -> None:
     assert not unknown, f"the folder table of ARCHITECTURE.md names what does not exist: {unknown}"
     for folder in re.findall(r"^\| `(webhook/[a-z_/]+)/` \|", table, re.M):
         assert (ROOT / folder / "__init__.py").exists(), folder
+
+
+# --- no import cycle in the core ---------------------------------------------------------------------
+
+
+def _module_level_imports(module: Module, known: frozenset[str]) -> set[str]:
+    """The core modules ``module`` imports when it is loaded: statements at module level (not inside
+    a function), each with the packages a submodule import loads."""
+    out: set[str] = set()
+    for node in ast.parse(module.source).body:
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _from(module, node)
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            parts = target.split(".")
+            out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    # its own packages are already loading when a module of theirs is (Python puts the package in
+    # sys.modules before running its __init__), so importing them is no edge
+    ancestors = {module.name.rsplit(".", i)[0] for i in range(1, module.name.count(".") + 1)}
+    return {name for name in out if name in known and name != module.name and name not in ancestors}
+
+
+def import_cycles(modules: list[Module]) -> list[list[str]]:
+    """Groups of modules that import each other at load time (Tarjan's strongly connected components
+    of more than one module, or a module importing itself)."""
+    known = frozenset(m.name for m in modules)
+    graph = {m.name: _module_level_imports(m, known) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        on_stack.add(name)
+        for other in sorted(graph[name]):
+            if other not in index:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in on_stack:
+                low[name] = min(low[name], index[other])
+        if low[name] == index[name]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == name:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    modules = [Module("webhook.core.a", "from webhook.core import b\n"),
+               Module("webhook.core.b", "from webhook.core.c import x\n"),
+               Module("webhook.core.c", "import webhook.core.a\n"),
+               Module("webhook.core.d", "def f():\n    from webhook.core import a\n"),
+               Module("webhook.core.p", "from webhook.core.p import q\n", is_package=True),
+               Module("webhook.core.p.q", "from webhook.core.p.r import x\n")]
+    assert import_cycles(modules) == [["webhook.core.a", "webhook.core.b", "webhook.core.c"]]
+    assert import_cycles(modules[1:]) == []
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    core = [m for m in package_modules() if m.name.startswith("webhook.core")]
+    assert len(core) > 40
+    assert import_cycles(core) == []

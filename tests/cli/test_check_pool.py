@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
+from tests.properties import examples
 
 from bench import corpus
 from webhook.cli import check_pool, main as cli, report, sources
@@ -80,7 +81,7 @@ _FRAGMENTS = st.sampled_from(["---", "--- ", "--- # c", "---\t", "--- x", "--- |
                               "----", " ---", "a: 1", "b: |", "  ---", "# c", "", "\r", "- x"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_FRAGMENTS, st.sampled_from(["\n", "\r\n", ""])), max_size=12))
 def test_split_documents_equals_the_line_anchored_rule(lines: list[tuple[str, str]]) -> None:
     text = "".join(fragment + end for fragment, end in lines)

@@ -605,9 +605,7 @@ def test_operator_kinds_are_registered(rendered) -> None:
     and are read by check only."""
     from webhook.core import operators
 
-    wanted = {(api.rpartition("/")[0], api.rpartition("/")[2], kind.lower() + "s")
-              for api, kind in operators.READERS
-              if kind not in ("ClusterTrainingRuntime", "TrainingRuntime", *operators.OWN_ENTRY_KINDS)}
+    wanted = {(*k.group_version, k.plural) for k in operators.REGISTRY.kinds if k.entry == operators.ENTRY_OPERATORS}
     for name in OPERATOR_ENTRIES:
         (entry,) = [w for _, w in webhooks(rendered["base"]) if w["name"] == name]
         registered = {(g, v, r) for rule in entry["rules"] for g in rule["apiGroups"] for v in rule["apiVersions"]

@@ -67,7 +67,7 @@ def test_the_examples_cover_every_operator_kind() -> None:
     from webhook.core import operators
 
     covered = {kind for _, kind, _ in (c.values for c in CASES)}
-    readers = {kind for _, kind in operators.READERS} - {"ClusterTrainingRuntime", "TrainingRuntime"}
+    readers = operators.REGISTRY.names - operators.REGISTRY.context_only
     missing = readers - covered - {"TFJob", "XGBoostJob", "PaddleJob", "JAXJob"}  # PyTorchJob's reader and shape
     assert not missing, missing
 

@@ -170,7 +170,7 @@ READERS = [
     pytest.param(pytorchjob("2"), pods, 2, id="operator-replicas-ascii"),
     pytest.param(pytorchjob("\u00b2"), pods, 1, id="operator-replicas-superscript"),
     pytest.param(pytorchjob("\uff12"), pods, 1, id="operator-replicas-fullwidth"),
-    # KubeAI's resourceProfile <name>:<count>: operators.serving
+    # KubeAI's resourceProfile <name>:<count>: operators.model_servers
     pytest.param(kubeai("nvidia-gpu-l4:2"), kubeai_gpus, 2, id="kubeai-profile-ascii"),
     pytest.param(kubeai("nvidia-gpu-l4:\u00b2"), kubeai_gpus, 0, id="kubeai-profile-superscript"),
     pytest.param(kubeai("nvidia-gpu-l4:\u00a02"), kubeai_gpus, 0, id="kubeai-profile-no-break-space"),

@@ -252,6 +252,7 @@ def test_custom_gpu_resource_name() -> None:
 # ----------------------------------------------------------------------------- robustness
 
 from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st  # noqa: E402
+from tests.properties import examples
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=True),
                       st.text(max_size=30), st.sampled_from(["4", "vllm", "serve", "-tp", "$(X)", "sh", "-c"]))
@@ -273,7 +274,7 @@ pod_st = st.fixed_dictionaries({"apiVersion": st.just("v1"), "kind": st.just("Po
         "nodeSelector": json_any, "affinity": json_any}))})
 
 
-@hyp_settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hyp_settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=pod_st)
 def test_engine_never_raises(obj: Any) -> None:
     for r in judge(obj, S):

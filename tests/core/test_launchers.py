@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.properties import examples
 
 from webhook.core.domain import LaunchSpec
 from webhook.core.launchers import canonical_dtype, canonical_quantization, norm_flag, parse_container
@@ -510,14 +511,14 @@ container_strategy = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_values)
 def test_parse_container_never_raises(value: Any) -> None:
     result = parse_container(value)
     assert result is None or isinstance(result, LaunchSpec)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(container_strategy)
 def test_secret_never_in_spec(container: dict[str, Any]) -> None:
     """Whatever the command line does with secret-named variables, their values never come back."""

@@ -7,6 +7,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.properties import examples
 
 from webhook.core import models
 from webhook.core.domain import ModelInfo
@@ -526,7 +527,7 @@ def test_quantization_from_name(model: str | None, expected: str | None) -> None
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=600))
 def test_describe_never_raises_and_sizes_are_positive(text: str) -> None:
     info = models.describe(text)
@@ -539,7 +540,7 @@ def test_describe_never_raises_and_sizes_are_positive(text: str) -> None:
 _NAMEISH = st.text(alphabet="abcdeklmqtvx0123456789.-_:/ABM", max_size=80)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_NAMEISH, _NAMEISH)
 def test_name_like_text_never_raises(prefix: str, suffix: str) -> None:
     for text in (prefix + "-70b-" + suffix, prefix + suffix):

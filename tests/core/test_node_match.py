@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
+from tests.properties import examples
 
 from webhook.core import node_match
 from webhook.core.node_match import NodeSelection, Requirement, parse, parse_int, valid_label_key, valid_label_value
@@ -225,7 +226,7 @@ SHAPED = st.recursive(JSON, lambda inner: st.dictionaries(KEYS, inner, max_size=
                       max_leaves=20)
 
 
-@hsettings(max_examples=300, deadline=None)
+@hsettings(max_examples=examples(300), deadline=None)
 @given(SHAPED)
 def test_malformed_input_never_raises(spec: Any) -> None:
     assert node_match.admits(spec, LABELS, NAME) in (True, False)

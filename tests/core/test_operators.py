@@ -83,11 +83,11 @@ CASES = [
 @pytest.mark.parametrize(("obj", "expected"), CASES)
 def test_operator_templates_and_groups(obj: dict[str, Any], expected: list[tuple[str, str, int, int]]) -> None:
     results = judge(obj, S)
-    got = [(r.template.template, r.template.pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
+    got = [(r.template.role, r.template.pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
     assert got == expected
     for r in results:
         if r.profile.gpus_per_pod > 0 and r.profile.pods > 1:
-            assert r.decision.tier == "hbm-nvlink", r.template.template  # a multi-pod GPU job needs NVLink
+            assert r.decision.tier == "hbm-nvlink", r.template.role  # a multi-pod GPU job needs NVLink
 
 
 def test_a_volcano_job_is_not_a_batch_job() -> None:
@@ -115,7 +115,7 @@ def test_a_pytorchjob_pinned_to_l40s_is_misplaced_and_denied_only_under_misplace
 
 
 def test_operator_kinds_are_judged_by_the_webhook() -> None:
-    assert operators.KINDS <= WORKLOAD_KINDS
+    assert operators.REGISTRY.names <= WORKLOAD_KINDS
 
 
 @pytest.mark.parametrize(("group", "pods"), [

@@ -93,13 +93,13 @@ CASES = [
 def test_kserve_templates_and_groups(obj: dict[str, Any], context: dict[tuple[str, str, str], Any],
                                      expected: list[tuple[str, str, int, int]]) -> None:
     results = judge(obj, S, context=context)
-    got = [(r.template.template, r.template.spec_pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
+    got = [(r.template.role, r.template.spec_pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
     assert got == expected
     for r in results:
         assert r.template.pointer == "" and r.template.patchable  # PodSpecs written in place
         assert all(op["path"].startswith(r.template.spec_pointer + "/") for op in r.patch)
         if r.profile.gpus_per_pod > 0 and r.profile.pods > 1:
-            assert r.decision.tier == tiering.multi_gpu_tier(r.profile, S)[0], r.template.template
+            assert r.decision.tier == tiering.multi_gpu_tier(r.profile, S)[0], r.template.role
 
 
 @pytest.mark.parametrize(("obj", "role", "pods"), [
@@ -276,7 +276,7 @@ def test_both_llmisvc_versions_and_the_kinds_are_registered() -> None:
     v1["apiVersion"] = "serving.kserve.io/v1alpha1"
     assert [t.spec_pointer for t in pod_templates(v1)] == ["/spec/template"]
     assert {"InferenceService", "LLMInferenceService"} <= WORKLOAD_KINDS
-    assert (ISVC_API, "InferenceService") in operators.READERS  # read with its ServingRuntime from the context
+    assert (ISVC_API, "InferenceService") in operators.REGISTRY.readers  # read with its ServingRuntime from the context
 
 
 @pytest.mark.parametrize(("env", "tp"), [

@@ -94,11 +94,11 @@ CASES = [
 def test_trainer_templates_and_groups(obj: dict[str, Any], context: dict[tuple[str, str, str], Any],
                                       expected: list[tuple[str, str, int, int]]) -> None:
     results = judge(obj, S, context=context)
-    got = [(r.template.template, r.template.spec_pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
+    got = [(r.template.role, r.template.spec_pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
     assert got == expected
     for r in results:
         if r.profile.gpus_per_pod > 0 and r.profile.pods > 1:
-            assert r.decision.tier == "hbm-nvlink", r.template.template
+            assert r.decision.tier == "hbm-nvlink", r.template.role
 
 
 def test_the_trainer_step_is_synthesized_and_never_patched() -> None:
@@ -244,4 +244,4 @@ def test_hostile_runtimes_never_raise(jobs: Any) -> None:
 
 def test_trainer_kinds_are_judged_by_the_webhook() -> None:
     assert {"TrainJob", "ClusterTrainingRuntime", "TrainingRuntime"} <= WORKLOAD_KINDS
-    assert (API, "TrainJob") in operators.READERS  # read with its runtime from the context
+    assert (API, "TrainJob") in operators.REGISTRY.readers  # read with its runtime from the context

@@ -12,6 +12,7 @@ import jsonpatch
 import kubernetes_validate
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.properties import examples
 
 from webhook.core.domain import GroupAffinity, Placement
 from webhook.core.patches import build, has_group_term, narrowed, with_group_term
@@ -171,7 +172,7 @@ node_st = st.fixed_dictionaries({}, optional={
     "nvidia.com/gpu.count": st.sampled_from(["4", "8"])})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extra=spec_extra_st, placement=placement_st, nodes=st.lists(node_st, min_size=1, max_size=12))
 def test_patch_properties(extra: dict[str, Any], placement: Placement, nodes: list[dict[str, str]]) -> None:
     doc = pod(extra)
@@ -187,7 +188,7 @@ def test_patch_properties(extra: dict[str, Any], placement: Placement, nodes: li
     assert pinned.values is not None and pinned.values <= set(placement.values)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extra=spec_extra_st, placement=placement_st)
 def test_patched_pod_is_schema_valid(extra: dict[str, Any], placement: Placement) -> None:
     patched = jsonpatch.apply_patch(pod(extra), build("", pod(extra)["spec"], placement))
@@ -200,7 +201,7 @@ pod_affinity_st = st.one_of(st.just({}), st.just({"podAffinity": {}}), st.just({
         {"labelSelector": {"matchLabels": {"gpu-admission.io/group": "g1"}}, "topologyKey": KEY}]}}))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extra=spec_extra_st, placement=st.one_of(st.none(), placement_st), group=group_st, pod_aff=pod_affinity_st)
 def test_group_patch_properties(extra: dict[str, Any], placement: Placement | None, group: GroupAffinity,
                                 pod_aff: dict[str, Any]) -> None:
@@ -217,7 +218,7 @@ def test_group_patch_properties(extra: dict[str, Any], placement: Placement | No
     kubernetes_validate.validate(patched, K8S_VERSION, strict=True)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extra=spec_extra_st, placement=placement_st, group=st.one_of(st.none(), group_st))
 def test_the_patch_applied_is_the_wanted_copy(extra: dict[str, Any], placement: Placement,
                                               group: GroupAffinity | None) -> None:

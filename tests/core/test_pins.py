@@ -10,7 +10,7 @@ import pytest
 
 from webhook.core import instance_types, pins, settings as settings_mod
 from webhook.core.inventory import Inventory, from_nodes
-from webhook.core.operators.serving import AZURE_SKUS
+from webhook.core.operators.model_servers import AZURE_SKUS
 from webhook.core.pins import FOREIGN, NONE, POLICY, RESOLVED, UNREADABLE, Pin, read_pin
 
 S = settings_mod.default()  # GFD scheme: nvidia.com/gpu.product

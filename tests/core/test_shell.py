@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.properties import examples
 
 from webhook.core.container_env import container_env, expand_kubelet, is_secret_name
 from webhook.core.shell import Invocation, invocations, split_commands, split_words
@@ -333,7 +334,7 @@ shellish = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_values)
 def test_invocations_never_raise_on_json(value: Any) -> None:
     invocations(value, {})
@@ -341,7 +342,7 @@ def test_invocations_never_raise_on_json(value: Any) -> None:
         invocations(value, container_env(value)[0])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.fixed_dictionaries({"command": st.just(["sh", "-c"]), "args": st.lists(shellish, max_size=3)}),
        st.dictionaries(st.sampled_from(["A", "B", "TP"]), st.text(max_size=10), max_size=3))
 def test_scripts_never_raise(container: dict[str, Any], env: dict[str, str]) -> None:

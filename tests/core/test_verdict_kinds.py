@@ -218,7 +218,7 @@ def test_explain_names_the_rule_that_chose_the_tier(p: WorkloadProfile, chosen: 
     pytest.param("hf.co/bartowski/google_gemma-3-27b-it-GGUF:Q4_K_M", None, id="hugging-face-file-left-to-name-rules"),
 ])
 def test_ollama_tags_name_what_they_pull(model: str, quant: str | None) -> None:
-    from webhook.core.launchers.serving import ollama_quantization
+    from webhook.core.launchers.llm_servers import ollama_quantization
     assert ollama_quantization(model) == quant
 
 

@@ -143,7 +143,7 @@ def _verdict(pod: dict[str, Any]) -> list[Any]:
     out = []
     for mutate in (True, False):
         judged = judging.judge_review(pod, SETTINGS, mutate=mutate)
-        out.append([(r.profile, r.decision, r.patch, r.template.template, r.template.found, r.template.notes,
+        out.append([(r.profile, r.decision, r.patch, r.template.role, r.template.found, r.template.notes,
                      r.template.pointer) for r in judged.results])
         out.append(judged.secrets)
     return out

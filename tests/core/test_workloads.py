@@ -51,7 +51,7 @@ def test_lws_template_names_and_annotations() -> None:
     obj = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
            "spec": {"leaderWorkerTemplate": {"size": "3", "leaderTemplate": TPL, "workerTemplate": TPL}}}
     leader, worker = pod_templates(obj)
-    assert (leader.template, worker.template) == ("leader", "worker")
+    assert (leader.role, worker.role) == ("leader", "worker")
     assert leader.annotations == {"a": "b"} and leader.group_size == 3
 
 

@@ -335,6 +335,7 @@ def test_no_secret_in_a_real_servers_responses_or_stderr(start_server: StartServ
 # ----------------------------------------------------------------------------- redact's prefilter
 
 from hypothesis import example, given, settings as hsettings, strategies as st  # noqa: E402
+from tests.properties import examples
 
 from webhook.core.redaction import scrub  # noqa: E402
 
@@ -354,7 +355,7 @@ def test_redact_prefilter_matches_the_full_scan(text: str) -> None:
     assert redact(text) == scrub(text, shortcut=False)
 
 
-@hsettings(max_examples=400, deadline=None)
+@hsettings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=12).map("".join))
 @example(";token=Pl@nted-Passw0rd!-not-token-shaped")  # a ";" parameter the shortcut skipped (CI, 4 Dec)
 @example("a;b=1; password=x")
@@ -378,7 +379,7 @@ def test_tokens_glued_to_text_are_redacted(text: str, expected: str) -> None:
     assert redact(text) == expected
 
 
-@hsettings(max_examples=400, deadline=None)
+@hsettings(max_examples=examples(400), deadline=None)
 @given(texts=st.lists(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=8).map("".join),
                       max_size=6),
        values=st.lists(st.sampled_from([*SECRETS.values(), "s3cr3t-value", "\u00e9t\u00e9-secret"]), max_size=2))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
+from tests.properties import examples
 
 from webhook.core import verdicts
 from webhook.core.settings import default as default_settings
@@ -43,7 +44,7 @@ def _replies(pod: dict[str, Any], cache: VerdictCache | None, uid: str = "u-1") 
 REUSED: list[admission.Outcome] = []
 
 
-@hsettings(max_examples=150, deadline=None)
+@hsettings(max_examples=examples(150), deadline=None)
 @given(which=st.integers(min_value=0, max_value=len(TEMPLATES) - 1), seed=st.integers(min_value=0, max_value=2**32),
        copies=st.integers(min_value=2, max_value=5))
 def test_a_cached_verdict_equals_a_fresh_one(which: int, seed: int, copies: int) -> None:
@@ -139,7 +140,7 @@ def test_the_memo_metric_counts_hits_misses_and_unkept() -> None:
             "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
             "namespace": "ns", "object": obj}})
         assert client.post("/validate", data=body, content_type="application/json").status_code == 200
-    text = app.extensions["gpu_admission"]["metrics"].exposition()[0].decode()
+    text = app.extensions["gpu_admission"].metrics.exposition()[0].decode()
     found = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
              if line.startswith("gpu_admission_verdict_memo_total{")}
     assert found == {'result="miss"': 1.0, 'result="hit"': 1.0, 'result="unkept"': 1.0}

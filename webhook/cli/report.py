@@ -98,7 +98,7 @@ def result_json(row: Row) -> dict[str, JSON]:
     if row.pointer:
         out["pointer"] = row.pointer
     out.update({
-        "template": r.template.template,
+        "template": r.template.role,
         "found": r.template.found,
         "allowed": d.allowed,
         "mode": d.mode,
@@ -168,7 +168,7 @@ def label(row: Row) -> str:
         return "(file)"
     ident = object_identity(row.obj)
     ns = f"{ident['namespace']}/" if ident["namespace"] else ""
-    tpl = f" [{row.result.template.template}]" if row.result.template.template else ""
+    tpl = f" [{row.result.template.role}]" if row.result.template.role else ""
     how = " (found generically)" if row.result.template.found == "generic" else ""
     return f"{ident['kind']} {ns}{ident['name'] or '(unnamed)'}{tpl}{how}"
 

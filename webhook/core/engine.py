@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook.core import configmaps, dra, generic, inference, operators, patches, policy, templating, updates
+from webhook.core import configmaps, dra, inference, operators, patches, policy, templating, unknown_kinds, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.placing import describe
@@ -155,13 +155,13 @@ def _templates(obj: Any, settings: Settings, *, mode: str, mutate: bool, prefix:
     """Judge every pod template of ``obj`` (see :func:`judge`)."""
     results: list[TemplateResult] = []
     leader: WorkloadProfile | None = None
+    leaders = operators.REGISTRY.leaders(obj)
     lookup = _configmaps(obj, context)
     for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
         read = replace(template, spec=configmaps.materialize(template.spec, lookup)) if lookup else template
         inferred = inference.profile(read, gpu_resources=settings.gpu_resources, leader=leader)
-        if template.template in LEADERS or (template.template or "").endswith("-leader"):
-            # LWS leader; prefix-leader for a second LWS (LLMInferenceService prefill); an MPI launcher,
-            # whose mpirun command names what the workers (sshd) run
+        if template.role in leaders:
+            # an LWS leader, an MPI launcher (whose mpirun command names what the workers, sshd, run)
             leader = inferred.profile
         decision = policy.decide(inferred.profile, template, settings, mode=mode, mutate=mutate,
                                  problems=inferred.problems, inventory=inventory)
@@ -180,7 +180,7 @@ def _templates(obj: Any, settings: Settings, *, mode: str, mutate: bool, prefix:
         results.append(TemplateResult(template, inferred.profile, decision, ops))
     if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results) and not (
             isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"] in NOT_WORKLOADS):
-        where = generic.gpu_requests(obj)
+        where = unknown_kinds.gpu_requests(obj)
         if where:
             results.append(unjudged(obj, prefix, where, mode))
     return tuple(results)
@@ -244,10 +244,6 @@ def _written_metadata(obj: Any, pointer: str) -> Mapping[str, Any] | None:
     holder = resolve(obj, pointer)
     metadata = holder.get("metadata") if isinstance(holder, Mapping) else None
     return metadata if isinstance(metadata, Mapping) else None
-
-
-LEADERS = frozenset({"leader", "Launcher"})
-"""Template names whose profile later templates of the object inherit when they name no model."""
 
 
 def _job_groups(templates: tuple[PodTemplate, ...], gpu_resources: tuple[str, ...]) -> tuple[PodTemplate, ...]:

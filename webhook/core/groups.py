@@ -9,15 +9,15 @@ topology key is the product label.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Mapping
 
+from webhook.core import operators
 from webhook.core.counts import parse_count
+from webhook.core.operators import Membership
+from webhook.core.operators.lws import GROUP_KEY as LWS_GROUP_KEY, SIZE as LWS_SIZE
 
 GROUP_LABEL = "gpu-admission.io/group"
 GROUP_SIZE = "gpu-admission.io/group-size"
-LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
-LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
 MAX_GROUP_SIZE = 10_000
 """The largest declared group size read as one; a bigger (or unreadable) one declares nothing."""
 
@@ -53,73 +53,18 @@ podAffinity selects. A label of our own, because the controllers' labels are als
 of a pod that lands where no product label exists, and none of them could ever schedule."""
 
 
-@dataclass(frozen=True)
-class Membership:
-    """The multi-pod group a pod belongs to, as its controller (or its user) names it."""
-
-    source: str
-    """Who made the group, for messages (``Kubeflow job``, ``JobSet``, ``Ray cluster``, ...)."""
-    name: str
-    """The group's name as the controller labels it (job name, cluster name, group key)."""
-    identity: str
-    """What every member has in common and no other group has (namespace aside: pod affinity only
-    selects pods of the pod's own namespace)."""
-    always: bool = True
-    """True for controllers whose pods are one job (a gang); False for controllers whose pods are
-    one group only when the launch spans pods (KServe replicas, an Indexed Job)."""
-
-
-_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
-_LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
-_POD_INDEX = "apps.kubernetes.io/pod-index"
-_LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-
-_CONTROLLERS: tuple[tuple[str, str, str], ...] = (
-    # (pod label naming the group, source for messages, identity prefix). Where each key is set:
-    # kubeflow/training-operator pkg/apis/kubeflow.org/v1/common_types.go (JobNameLabel; the MPI
-    # operator v2 uses the same key); kubernetes-sigs/jobset pkg/controllers/jobset_controller.go
-    # labelAndAnnotateObject; ray-project/kuberay ray-operator/controllers/ray/common/pod.go labelPod
-    # (keys in utils/constant.go); volcano-sh/volcano pkg/controllers/job/job_controller_util.go
-    # createJobPod (keys in volcano-sh/apis pkg/apis/batch/v1alpha1/labels.go).
-    ("training.kubeflow.org/job-name", "Kubeflow job", "kubeflow"),
-    ("jobset.sigs.k8s.io/jobset-name", "JobSet", "jobset"),
-    ("ray.io/cluster", "Ray cluster", "ray"),
-    ("volcano.sh/job-name", "Volcano job", "volcano"),
-    # Kaito: the StatefulSet of a multi-node Workspace (pkg/workspace/manifests/manifests.go; the label
-    # key in api/v1beta1/labels.go). NIM multi-node, KServe LLMInferenceService and llm-d run on
-    # LeaderWorkerSets, whose pods are read above.
-    ("kaito.sh/workspace", "Kaito workspace", "kaito"),
-)
-
-
 def membership(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Membership | None:
     """The group a pod belongs to, from the labels its controller (or user) puts on it; ``None`` for
-    a pod of no group.
-
-    LeaderWorkerSet: a leader pod gets ``group-key`` and ``group-index`` from LWS's own mutating
-    webhook, which may run after ours, so the group is (LWS name, group index) with the leader's
-    index read from the StatefulSet's ``apps.kubernetes.io/pod-index`` when ``group-index`` is not
-    there yet (the leader StatefulSet has one pod per group, in group order); the group-key is the
-    last resort. A TrainJob's pods carry the JobSet labels of the JobSet named after it."""
+    a pod of no group: the user's own :data:`GROUP_LABEL` first, then each operator's group label
+    (:attr:`webhook.core.operators.Registry.groups`: a LeaderWorkerSet group, a Kubeflow job, a
+    JobSet, ...), then an Indexed Job, the one built-in controller whose pods are a group (only when a
+    launch spans pods)."""
     explicit = labels.get(GROUP_LABEL)
     if explicit:
         return Membership("group", explicit, f"group/{explicit}")
-    lws = labels.get(_LWS_NAME)
-    if lws:
-        index = labels.get(_LWS_GROUP_INDEX) or (labels.get(_POD_INDEX) if labels.get(_LWS_WORKER_INDEX, "0") == "0"
-                                                 else None)
-        if index:
-            return Membership("LeaderWorkerSet group", f"{lws}-{index}", f"lws/{lws}/{index}")
-        key = labels.get(LWS_GROUP_KEY)
-        if key:
-            return Membership("LeaderWorkerSet group", key, f"lws-key/{key}")
-    for label, source, prefix in _CONTROLLERS:
-        value = labels.get(label)
-        if value:
-            return Membership(source, value, f"{prefix}/{value}")
-    isvc = labels.get("serving.kserve.io/inferenceservice")
-    if isvc:
-        return Membership("KServe InferenceService", isvc, f"kserve/{isvc}", always=False)
+    found = operators.REGISTRY.membership(labels, annotations)
+    if found is not None:
+        return found
     job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
     if job and "batch.kubernetes.io/job-completion-index" in annotations:
         return Membership("Indexed Job", job, f"job/{job}", always=False)

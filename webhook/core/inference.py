@@ -16,6 +16,7 @@ from webhook.core import launchers, models, sizing, training_memory
 from webhook.core.counts import parse_count
 from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
 from webhook.core.groups import declared_size
+from webhook.core.launchers import traits as launcher_traits
 from webhook.core.resources import pod_gpus
 from webhook.core.workloads import PodTemplate, join
 
@@ -31,14 +32,6 @@ TRAINING_STRATEGY = PREFIX + "training-strategy"
 """The training strategy, when the launch does not show it (a torchrun script that wraps its model
 in FSDP itself): one of ``training_memory.STRATEGIES``; it makes the pod a training pod."""
 
-AUTO_SHARDING = frozenset({"tgi", "nim"})
-"""Launchers that shard over every visible GPU when no TP is given."""
-NO_TP_DEFAULT = frozenset({"ollama", "triton-trtllm", "triton", "torchserve"})
-"""Inference launchers whose split is not a TP flag (layers spread by Ollama, engines built for a TP
-in a Triton repository, TorchServe workers): no TP is assumed when none is visible."""
-DP_INSIDE_LAUNCH = frozenset({"vllm", "lmdeploy"})
-"""Launchers whose data-parallel ranks each take TP x PP GPUs of the same launch (SGLang too, unless
-``--enable-dp-attention`` puts its DP ranks inside the TP group: see ``launchers.parallel``)."""
 DECLARE = ("set annotation gpu-admission.io/model to its Hugging Face id, or gpu-admission.io/params "
            "(e.g. \"7B\")")
 """How to declare a model the engine cannot read (the annotations ``profile`` honours first)."""
@@ -200,9 +193,8 @@ def _gpus_used(launch: LaunchSpec | None, tp: int | None, pp: int | None, dp: in
 
 def _dp_adds_gpus(launch: LaunchSpec) -> bool:
     """Whether each DP rank takes GPUs of its own (vLLM, LMDeploy, SGLang without DP attention)."""
-    if launch.framework in DP_INSIDE_LAUNCH:
-        return True
-    return launch.framework == "sglang" and not launch.dp_attention
+    traits = launcher_traits.of(launch.framework)
+    return traits.dp_takes_gpus and not (traits.dp_attention and launch.dp_attention)
 
 
 def _data_parallel(launch: LaunchSpec | None, pods: int, notes: list[str]) -> int | None:
@@ -269,9 +261,10 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         dp = dp or leader.data_parallel
         tp_declared = tp_declared or leader.tp_declared
     if launch is not None and tp is None and launch.role == "inference":
-        if launch.uses_all_gpus or launch.framework in AUTO_SHARDING:
+        traits = launcher_traits.of(launch.framework)
+        if launch.uses_all_gpus or traits.shards_all_gpus:
             tp = max(gpu_req.gpus, 1)
-        elif launch.framework not in NO_TP_DEFAULT:
+        elif traits.tp_assumed:
             tp = 1  # vLLM, SGLang, TRT-LLM, LMDeploy: TP defaults to 1 whatever the pod requests
     if launch is not None and launch.role == "inference" and tp is not None and pp is None:
         pp = 1
@@ -338,7 +331,7 @@ def _expert_data_parallel(launch: LaunchSpec | None, leader: WorkloadProfile | N
                 "data_parallel_local": leader.data_parallel_local, "dp_attention": leader.dp_attention}
     size = launch.expert_parallel
     enabled = bool(launch.expert_parallel_enabled or (size or 0) > 1)
-    if enabled and size is None and launch.framework == "vllm" and tp and dp \
+    if enabled and size is None and launcher_traits.of(launch.framework).experts_over_dp and tp and dp \
             and "tensor_parallel" not in launch.unresolved:
         size = tp * dp
     return {

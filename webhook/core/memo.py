@@ -16,6 +16,12 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
+MARSHAL_VERSION = 2
+"""The :mod:`marshal` format of the keys made of content (a container, a pod): version 3 and later
+write a back-reference for any object whose reference count is above one at that moment, so the same
+content could serialize differently from one call to the next (the verdict memo's property test saw
+it: copies missed the memo); version 2 writes every value out."""
+
 MISSING: object = object()
 """What :meth:`Memo.get` returns for a key it does not hold (a result may itself be ``None``)."""
 

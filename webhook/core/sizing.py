@@ -35,6 +35,7 @@ from typing import Mapping, Sequence
 
 from webhook.core import models, training_memory
 from webhook.core.domain import Fit, LabelOption, WorkloadProfile
+from webhook.core.launchers import traits as launcher_traits
 from webhook.core.memo import MISSING, Memo
 from webhook.core.hardware import (
     DEFAULT_ALLREDUCE_US,
@@ -161,37 +162,6 @@ _NATIVE_TEXT = {FP8: "8.9+ (Ada, Hopper, Blackwell)", MXFP4: "10.0+ (Blackwell)"
 
 
 @dataclass(frozen=True)
-class _Fallback:
-    low: tuple[int, int]
-    """Lowest NVIDIA compute capability the documented path runs on."""
-    amd: frozenset[str]
-    """AMD gfx targets it is documented for."""
-    how: str
-
-
-_FALLBACKS: Mapping[tuple[str, str], _Fallback] = {
-    # vLLM, docs.vllm.ai features/quantization/fp8 (every version since v0.5.4): "FP8 models will run
-    # on compute capability > 8.0 (Ampere) as weight-only W8A16, utilizing FP8 Marlin" (newer pages
-    # say >= 7.5; 8.0 is the floor every version documents). MoE layers got FP8 Marlin in vLLM #16850.
-    ("vllm", FP8): _Fallback((8, 0), frozenset(), "weight-only W8A16 through vLLM's FP8 Marlin kernels"),
-    # vLLM recipes OpenAI/GPT-OSS.md: "GPT-OSS works on Ampere devices by default, using the
-    # TRITON_ATTN attention backend and Marlin MXFP4 MoE", H100/H200 in its Hopper section, MI300x in
-    # its AMD section; vLLM's quantization hardware table lists "Marlin (GPTQ/AWQ/FP8/FP4)" for
-    # Ampere, Ada and Hopper.
-    ("vllm", MXFP4): _Fallback((8, 0), frozenset({"gfx942"}),
-                               "weight-only MXFP4 through vLLM's Marlin/Triton kernels"),
-    ("vllm", NVFP4): _Fallback((8, 0), frozenset(), "weight-only W4A16 through vLLM's Marlin FP4 kernels"),
-    # TensorRT-LLM's gpt-oss deployment guide (tech blog 9) lists H200 among the GPUs it runs on.
-    ("tensorrt-llm", MXFP4): _Fallback((9, 0), frozenset(), "TensorRT-LLM's Hopper MXFP4 MoE kernels"),
-}
-"""(framework, weight format) -> the documented path on GPUs without native tensor cores for it.
-
-Frameworks not listed document none that this table trusts: SGLang lists ``modelopt_fp4`` as
-"Blackwell/SM100+" and FP8 MoE on SM80-89 is an open pull request (sgl-project/sglang #30681), so
-an SGLang FP8 checkpoint is offered only 8.9+ GPUs; an unknown launcher gets native support only."""
-
-
-@dataclass(frozen=True)
 class Precision:
     """The precision the weights are held in on the GPU, and what said so."""
 
@@ -292,7 +262,8 @@ def precision_support(precision: Precision | str | None, cc: str, framework: str
 
     * 16-bit, integer and GGUF formats: yes (their kernels do not decide the product here).
     * FP8 natively from 8.9, MXFP4/NVFP4 from 10.0 (:func:`webhook.core.hardware.native_formats`).
-    * Below that only where the framework documents a path (:data:`_FALLBACKS`); ``how`` then says
+    * Below that only where the framework documents a path (its launcher's
+      :attr:`~webhook.core.launchers.traits.Traits.fallbacks`); ``how`` then says
       which, e.g. FP8 on an A100 under vLLM runs as weight-only W8A16 through FP8 Marlin.
     * Otherwise not: ``how`` says why, for the Fit's reason.
     """
@@ -303,7 +274,7 @@ def precision_support(precision: Precision | str | None, cc: str, framework: str
     if fmt is None or fmt in native_formats(cc):
         return Support(True)
     text = _FORMAT_TEXT[fmt]
-    fallback = _FALLBACKS.get((framework or "", fmt))
+    fallback = launcher_traits.of(framework).fallbacks.get(fmt)
     if fallback is not None:
         version = compute_capability(cc)
         if (version is not None and version >= fallback.low) or cc.strip().lower() in fallback.amd:
@@ -376,10 +347,6 @@ def weight_split(params_b: float, active_params_b: float | None) -> WeightSplit 
     return WeightSplit(active_params_b, params_b - active_params_b, "router unknown: active counted as dense")
 
 
-VLLM_FAMILY = frozenset({"vllm"})
-"""Launchers whose data parallelism is vLLM's (``--data-parallel-size``, experts over DP x TP)."""
-
-
 @dataclass(frozen=True)
 class Layout:
     """How many GPUs share the dense weights and how many share the routed experts."""
@@ -413,10 +380,11 @@ def weight_layout(profile: WorkloadProfile) -> Layout:
     pp = max(1, profile.pipeline_parallel or 1)
     dp = max(1, profile.data_parallel or 1)
     pp_text = f" x PP{pp}" if pp > 1 else ""
-    if profile.framework in VLLM_FAMILY and dp > 1:
+    traits = launcher_traits.of(profile.framework)
+    if traits.experts_over_dp and dp > 1:
         kind = "EP" if profile.expert_parallel else "expert TP"
         return Layout(tp * pp, tp * pp * dp, f"DP{dp} x TP{tp}{pp_text} ({kind})", f"TP{tp}{pp_text} per DP rank")
-    if profile.framework == "sglang" and profile.dp_attention and dp > 1:
+    if traits.dp_attention and profile.dp_attention and dp > 1:
         attn = max(1, tp // dp)
         return Layout(attn * pp, tp * pp, f"TP{tp}{pp_text}", f"TP{tp}/DP{dp} = {attn}{pp_text} per DP group "
                                                                  f"(DP attention)")

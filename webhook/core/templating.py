@@ -11,7 +11,7 @@ templated (render it first), unjudged, failing CI only under ``--strict``.
 Where a marker counts, exactly (``prefix`` + these paths, at any depth, so every kind is covered):
 
 - GPU quantities: an entry whose name is a GPU resource (one of the policy's ``gpuResources``, or
-  any name with ``gpu`` in it, as :mod:`webhook.core.generic` counts GPU requests) in a mapping
+  any name with ``gpu`` in it, as :mod:`webhook.core.unknown_kinds` counts GPU requests) in a mapping
   under ``limits``, ``requests``, ``resources`` or ``resourcesPerNode``, whose value is empty
   (null, ``""``) or holds a marker. These make any object templated.
 - In an object that asks for GPUs (such a GPU quantity, or a GPU-sharing annotation): any other
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.generic import MAX_DEPTH, MAX_NODES, gpu_requests
+from webhook.core.unknown_kinds import MAX_DEPTH, MAX_NODES, gpu_requests
 from webhook.core.workloads import NOT_WORKLOADS, escape
 
 FOUND = "templated"
@@ -51,7 +51,7 @@ MARKER = re.compile(r"\{\{[^{}]{0,256}\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*[^{}]{0,64}
 Each alternative is a literal start and one bounded class: linear in the text."""
 
 QUANTITY_HOLDERS = frozenset({"limits", "requests", "resources", "resourcesPerNode"})
-"""Mappings whose GPU-named entries are GPU quantities (as :func:`generic.gpu_requests` reads them)."""
+"""Mappings whose GPU-named entries are GPU quantities (as :func:`unknown_kinds.gpu_requests` reads them)."""
 RESOURCE_LISTS = frozenset({"limits", "requests"})
 """Mappings whose every entry is a quantity (a ResourceRequirements' two lists)."""
 NODE_SELECTION = frozenset({"nodeSelector", "affinity"})
@@ -116,7 +116,7 @@ def find(obj: Any, gpu_resources: Iterable[str], prefix: str = "") -> tuple[Mark
 
     One recursive pass over the object's containers, building a path only to descend (``check`` runs
     this on every object before judging it, so it must cost a small part of judging). Bounded like
-    :mod:`webhook.core.generic`'s walk (nodes, depth)."""
+    :mod:`webhook.core.unknown_kinds`'s walk (nodes, depth)."""
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     if not isinstance(obj, Mapping) or (isinstance(kind, str) and kind in NOT_WORKLOADS):
         return ()

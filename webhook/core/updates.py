@@ -38,7 +38,7 @@ Key = tuple[str, str | None]
 
 def key(template: PodTemplate) -> Key:
     """Where a template sits in its object: the same place before and after an update."""
-    return template.pointer, template.template
+    return template.pointer, template.role
 
 
 def unchanged(old: PodTemplate, new: PodTemplate) -> bool:
@@ -168,8 +168,8 @@ def kueue_admissions(new: Sequence["TemplateResult"], old_templates: Sequence[Po
         if not decision.violations or before is None or not _kueue_admission(before, result.template):
             out.append(result)
             continue
-        echoed = {f"{v.code}: {v.message}" for v in decision.violations}
-        warnings = [kueue_warning(v) for v in decision.violations] + [w for w in decision.warnings if w not in echoed]
+        warnings = [kueue_warning(v) for v in decision.violations] + [
+            w for w in decision.warnings if not any(v.echoed_by(w) for v in decision.violations)]
         out.append(replace(result, decision=replace(decision, violations=(), allowed=True,
                                                    warnings=tuple(dict.fromkeys(warnings)))))
     return tuple(out)

@@ -26,6 +26,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core import operators
+from webhook.core.memo import MARSHAL_VERSION
+
 PER_COPY_METADATA = frozenset({
     "name", "generateName", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
     "selfLink",
@@ -36,15 +39,13 @@ PER_COPY_LABELS = frozenset({
     "controller-revision-hash",  # StatefulSet / DaemonSet revision
     "statefulset.kubernetes.io/pod-name",
     "batch.kubernetes.io/job-completion-index",  # Indexed Job
-    "jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-global-index",
-    "jobset.sigs.k8s.io/restart-attempt",
 })
-"""Labels whose *value* differs per pod of one controller (the engine reads only their presence, if
-anything). ``apps.kubernetes.io/pod-index`` is NOT here: an LWS group is found by it."""
+"""Labels whose *value* differs per pod of one of Kubernetes' own controllers (the engine reads only
+their presence, if anything); an operator's are on its descriptor
+(:attr:`webhook.core.operators.OperatorKind.per_copy_labels`) and skipped too.
+``apps.kubernetes.io/pod-index`` is NOT here: an LWS group is found by it."""
 PER_COPY_ANNOTATIONS = frozenset({
     "batch.kubernetes.io/job-completion-index",  # its presence marks an Indexed Job pod (groups.membership)
-    "jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-global-index",
-    "jobset.sigs.k8s.io/restart-attempt",
     "kubernetes.io/config.seen",
 })
 PER_COPY_SPEC = frozenset({"hostname"})
@@ -55,10 +56,6 @@ TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}")
 """The projected service-account token volume the ServiceAccount admission plugin adds, named with
 a random suffix, in ``spec.volumes`` and in every container's ``volumeMounts``."""
 PLACEHOLDER = "<per-copy>"
-MARSHAL_VERSION = 2
-"""Version 3 and later write a back-reference for any object whose reference count is above one at
-that moment, so the same content could serialize differently from one call to the next (the
-property test saw it: copies missed the memo); version 2 writes every value out."""
 
 
 def _without(mapping: Any, fields: frozenset[str]) -> Any:
@@ -122,7 +119,9 @@ def key(obj: Any) -> bytes | None:
     meta = obj.get("metadata")
     if isinstance(meta, Mapping):
         meta = _without(meta, PER_COPY_METADATA)
-        for field, per_copy in (("labels", PER_COPY_LABELS), ("annotations", PER_COPY_ANNOTATIONS)):
+        registry = operators.REGISTRY
+        for field, per_copy in (("labels", PER_COPY_LABELS | registry.per_copy_labels),
+                                ("annotations", PER_COPY_ANNOTATIONS | registry.per_copy_annotations)):
             if isinstance(meta.get(field), Mapping):
                 meta = {**meta, field: _without(meta[field], per_copy)}
         owners = meta.get("ownerReferences")

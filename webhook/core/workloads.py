@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook.core import generic, operators
+from webhook.core import operators, unknown_kinds
 from webhook.core.counts import parse_count
 from webhook.core.domain import JSON
 
@@ -37,7 +37,7 @@ AdmissionReview (a saved request) wraps the object the webhook judged, a List's 
 of their own (:func:`documents` expands them for ``check``; kube-apiserver never sends one)."""
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
-    {"Pod", *_TEMPLATE_PATHS.keys(), *operators.KINDS} - {"ReplicationController", "PodTemplate"}
+    {"Pod", *_TEMPLATE_PATHS.keys(), *operators.REGISTRY.names} - {"ReplicationController", "PodTemplate"}
 )
 """Kinds whose templates are judged (the webhook registers for these)."""
 
@@ -50,8 +50,9 @@ class PodTemplate:
     """JSON pointer of the object that holds ``metadata`` and ``spec`` ("" for a bare Pod)."""
     metadata: Mapping[str, JSON]
     spec: Mapping[str, JSON]
-    template: str | None = None
-    """Name of the template for multi-template objects (``leader``/``worker``), else ``None``."""
+    role: str | None = None
+    """The template's role inside a multi-template object (``leader``/``worker``, a replica type, a
+    group name), else ``None``."""
     group_size: int = 1
     """Pods forming one model instance as the workload kind says it (LeaderWorkerSet size)."""
     replicas: int | None = None
@@ -134,7 +135,7 @@ def _annotations(metadata: Mapping[str, JSON], field_name: str = "annotations") 
 
 
 def _template(
-    pointer: str, holder: Any, *, kind: str, template: str | None = None, group_size: int = 1,
+    pointer: str, holder: Any, *, kind: str, role: str | None = None, group_size: int = 1,
     replicas: int | None = None, gang: bool = False,
 ) -> PodTemplate | None:
     if not isinstance(holder, Mapping):
@@ -144,7 +145,7 @@ def _template(
         pointer=pointer,
         metadata=metadata,
         spec=_mapping(holder.get("spec")),
-        template=template,
+        role=role,
         group_size=max(group_size, 1),
         replicas=replicas,
         kind=kind,
@@ -161,12 +162,12 @@ def _operator_template(obj: Mapping[str, JSON], prefix: str, kind: str, found: o
         return None
     gang = found.group is None
     if not found.inline:
-        tpl = _template(join(prefix, *found.path), found.holder, kind=kind, template=found.role,
+        tpl = _template(join(prefix, *found.path), found.holder, kind=kind, role=found.role,
                         replicas=found.pods, gang=gang, group_size=found.group or 1)
         return replace(tpl, patchable=not found.synthesized, notes=found.notes) if tpl else None
     metadata = _mapping(obj.get("metadata"))
     return PodTemplate(
-        pointer=prefix, metadata=metadata, spec=found.holder, template=found.role,
+        pointer=prefix, metadata=metadata, spec=found.holder, role=found.role,
         group_size=max(found.group or 1, 1), replicas=found.pods, kind=kind,
         annotations=_annotations(metadata), labels=_annotations(metadata, "labels"), gang=gang,
         spec_at=join(prefix, *found.path), patchable=not found.synthesized, notes=found.notes,
@@ -190,7 +191,7 @@ def pod_templates(obj: Any, prefix: str = "",
     if kind == "Pod":
         tpl = _template(prefix, obj, kind="Pod")
         return (tpl,) if tpl else ()
-    if isinstance(api_version, str) and (api_version, kind) in operators.READERS:  # before _TEMPLATE_PATHS: a Volcano Job is no batch/v1 Job
+    if isinstance(api_version, str) and (api_version, kind) in operators.REGISTRY.readers:  # before _TEMPLATE_PATHS: a Volcano Job is no batch/v1 Job
         made = (_operator_template(obj, prefix, kind, found) for found in operators.templates(obj, context))
         return tuple(tpl for tpl in made if tpl is not None)
     path = _TEMPLATE_PATHS.get(kind)
@@ -204,20 +205,20 @@ def pod_templates(obj: Any, prefix: str = "",
 
 
 def _generic_templates(obj: Mapping[str, JSON], prefix: str, kind: str) -> tuple[PodTemplate, ...]:
-    """An unknown kind's PodSpecs found by shape (:mod:`webhook.core.generic`), each judged as one
+    """An unknown kind's PodSpecs found by shape (:mod:`webhook.core.unknown_kinds`), each judged as one
     pod on its own (nothing says how many pods the kind makes, or which belong together)."""
     found: list[PodTemplate] = []
-    for spec in generic.templates(obj):
+    for spec in unknown_kinds.templates(obj):
         named = _mapping(_dig(obj, spec.path)).get("name")
         role = named if isinstance(named, str) and named else "/".join(spec.path)
         if spec.inline:
             metadata = _mapping(obj.get("metadata"))
             found.append(PodTemplate(
-                pointer=prefix, metadata=metadata, spec=spec.holder, template=role, kind=kind,
+                pointer=prefix, metadata=metadata, spec=spec.holder, role=role, kind=kind,
                 annotations=_annotations(metadata), labels=_annotations(metadata, "labels"),
                 spec_at=join(prefix, *spec.path), patchable=not spec.synthesized, found="generic"))
         else:
-            tpl = _template(join(prefix, *spec.path), spec.holder, kind=kind, template=role)
+            tpl = _template(join(prefix, *spec.path), spec.holder, kind=kind, role=role)
             if tpl is not None:
                 found.append(replace(tpl, found="generic"))
     return tuple(found)

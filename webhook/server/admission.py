@@ -169,7 +169,7 @@ def full_message(results: Sequence[TemplateResult]) -> str:
     so the audit annotation ``message`` and the decision log line carry the complete texts."""
     parts = []
     for r in results:
-        where = f"[{r.template.template}] " if r.template.template else ""
+        where = f"[{r.template.role}] " if r.template.role else ""
         parts += [f"{where}{v.whole()}" for v in r.decision.violations]
         parts += [f"{where}{v.code} (misplaced, admitted): {v.message} (at {v.path or '/'})"
                   for v in r.decision.misplaced]
@@ -181,7 +181,7 @@ def full_message(results: Sequence[TemplateResult]) -> str:
 def _denial_message(req: Request, results: Sequence[TemplateResult]) -> str:
     parts = []
     for r in results:
-        where = f"[{r.template.template}] " if r.template.template else ""
+        where = f"[{r.template.role}] " if r.template.role else ""
         for v in r.decision.violations:
             parts.append(f"{where}{v.whole()}")
     return f"gpu-admission denied {_subject(req)}: " + "; ".join(parts)
@@ -204,7 +204,7 @@ def lead_line(results: Sequence[TemplateResult]) -> str | None:
         return None
     p = r.profile
     gpus = f" on {counted(p.gpus_per_pod, 'GPU')}" + (f" x {p.pods} pods" if p.pods > 1 else "")
-    where = f"[{r.template.template}] " if r.template.template else ""
+    where = f"[{r.template.role}] " if r.template.role else ""
     subjects = (describe(p), describe(replace(p, dtype=None, quantization=None)),
                 describe(replace(p, dtype=None, quantization=None, params_b=None)))
     for subject in subjects:
@@ -346,7 +346,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         return _scale(req, settings, mode=mode, entry_mode=entry_mode, inventory=inventory, parent=parent)
     # any kind that arrives is judged: the shipped configurations send WORKLOAD_KINDS, and a kind a
     # user registers on their own (an Argo Workflow, an in-house CRD) is read by shape
-    # (webhook.core.generic) instead of passing unjudged
+    # (webhook.core.unknown_kinds) instead of passing unjudged
     if req.operation not in JUDGED_OPERATIONS or req.sub_resource:
         return _allow_at_once(req, mode)
     if kind == "Pod" and req.operation != "CREATE":

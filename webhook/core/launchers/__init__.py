@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from webhook.core.launchers.container import parse_container
 from webhook.core.launchers.flags import Flag, norm_flag
-from webhook.core.launchers.generic import parse_env_model
+from webhook.core.launchers.fallback import parse_env_model
 from webhook.core.launchers.values import canonical_dtype, canonical_quantization
 
 __all__ = ["parse_container", "parse_env_model", "Flag", "canonical_dtype", "canonical_quantization", "norm_flag"]

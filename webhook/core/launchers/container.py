@@ -15,14 +15,13 @@ from typing import Any
 from webhook.core.configmaps import FILES
 from webhook.core.container_env import is_secret_name
 from webhook.core.domain import LaunchSpec
-from webhook.core.memo import MISSING, Memo
+from webhook.core.memo import MARSHAL_VERSION, MISSING, Memo
 from webhook.core.launchers.context import Ctx, context, with_argvs
 from webhook.core.launchers.detection import IMAGES, Launcher, detect
 from webhook.core.launchers.nim import NIM_IMAGE_RE, parse_nim
 from webhook.core.launchers.programs import ENTRYPOINT_RE
 from webhook.core.launchers.spec import MAX_MESSAGES, Spec
 from webhook.core.shell import Invocation, invocations
-from webhook.core.verdicts import MARSHAL_VERSION
 
 
 READ_FIELDS = ("command", "args", "env", "envFrom", "image", "resources", "name", "lifecycle", "workingDir", FILES)

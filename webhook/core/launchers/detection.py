@@ -26,7 +26,7 @@ from webhook.core.launchers.repository import (
     parse_ts_llm_launcher,
     triton_world,
 )
-from webhook.core.launchers.serving import (
+from webhook.core.launchers.llm_servers import (
     parse_kserve,
     parse_lmdeploy,
     parse_ollama,
@@ -37,7 +37,7 @@ from webhook.core.launchers.serving import (
     parse_vllm_serve,
 )
 from webhook.core.launchers.spec import Parser, Spec
-from webhook.core.launchers.training import (
+from webhook.core.launchers.trainers import (
     TRL_COMMANDS,
     parse_accelerate,
     parse_deepspeed,

@@ -6,12 +6,17 @@ are written differently by each. One module per family reads them; the facts (pa
 from each operator's upstream API types and controllers, which each module names (repository, file,
 commit where it matters):
 
-- :mod:`.training`: Kubeflow v1 job kinds, MPIJob v2beta1, JobSet, Volcano Job;
+- :mod:`.jobs`: Kubeflow v1 job kinds, MPIJob v2beta1, JobSet, Volcano Job;
 - :mod:`.ray`: RayCluster, RayJob, RayService;
 - :mod:`.trainer`: Kubeflow Trainer TrainJob with its (Cluster)TrainingRuntime;
 - :mod:`.kserve`: KServe InferenceService and LLMInferenceService;
-- :mod:`.serving`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo;
+- :mod:`.model_servers`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo;
 - :mod:`.lws`: LeaderWorkerSet.
+
+Each family describes its kinds as :class:`OperatorKind` values (reader, the labels its controller
+puts on pods, leader roles, the webhook entry); :data:`REGISTRY` holds them all, and everything the
+rest of the core asks of operators goes through it. Adding a kind is adding its descriptor to its
+family's ``KINDS``; ``make webhook-rules`` then writes its webhook rule into manifests/ and the chart.
 
 A reader yields :class:`Found` per template. By default every template of one object belongs to one
 job: the engine counts the pods of its GPU templates as the job's group (a CPU-only launcher or Ray
@@ -29,12 +34,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.core.operators import kserve, lws, ray, serving, trainer, training
-from webhook.core.operators.base import (MAX_COUNT_TEXT, MAX_PODS, Context, Found, Reader, count, dig, mapping,
-                                         merge_named, name_of, product)
+from webhook.core.operators import jobs, kserve, lws, model_servers, ray, trainer
+from webhook.core.operators.base import (ENTRY_OPERATORS, MAX_COUNT_TEXT, MAX_PODS, Context, Found, Membership,
+                                         OperatorKind, PodGroup, Reader, count, dig, mapping, merge_named, name_of,
+                                         product)
+from webhook.core.operators.registry import Registry
 
-__all__ = ["CONTEXT_KINDS", "KINDS", "MAX_COUNT_TEXT", "MAX_PODS", "OWN_ENTRY_KINDS", "READERS", "Context", "Found", "Reader",
-           "context_of", "count", "dig", "mapping", "merge_named", "name_of", "product", "templates"]
+__all__ = ["CONTEXT_KINDS", "ENTRY_OPERATORS", "MAX_COUNT_TEXT", "MAX_PODS", "REGISTRY", "Context", "Found",
+           "Membership", "OperatorKind", "PodGroup", "Reader", "Registry", "context_of", "count", "dig", "mapping",
+           "merge_named", "name_of", "product", "templates"]
 
 CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
                                            "ServingRuntime", "ConfigMap"})
@@ -59,24 +67,16 @@ def context_of(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
     return out
 
 
-READERS: Mapping[tuple[str, str], Reader] = {
-    **training.READERS, **ray.READERS, **trainer.READERS, **kserve.READERS, **serving.READERS, **lws.READERS,
-}
-"""(apiVersion, kind) -> reader. Keyed by apiVersion too: a Volcano ``Job`` is not a ``batch/v1`` Job."""
-
-KINDS: frozenset[str] = frozenset(kind for _, kind in READERS)
-
-OWN_ENTRY_KINDS: frozenset[str] = frozenset({"LeaderWorkerSet"})
-"""Kinds the shipped webhook configurations send through an entry of their own, whose CEL condition
-finds their pod templates at one depth (``validate-leaderworkersets``); every other kind of
-:data:`READERS` goes through the operators' entry, which has no condition."""
+REGISTRY = Registry((*lws.KINDS, *jobs.KINDS, *ray.KINDS, *trainer.KINDS, *kserve.KINDS, *model_servers.KINDS))
+"""Every operator kind the core reads. The core reads it at call time, so a test may put a registry
+with a made-up kind in its place."""
 
 
 def templates(obj: Mapping[str, Any], context: Mapping[tuple[str, str, str], Any] | None = None) -> list[Found]:
-    """The pod templates of an operator object, or ``[]`` when it is none of :data:`READERS`.
+    """The pod templates of an operator object, or ``[]`` when it is none of :data:`REGISTRY`.
 
     ``context``: other objects of the same input by (kind, namespace, name), for kinds whose pods
     come from another object (a TrainJob's runtime)."""
     kind = str(obj.get("kind"))
-    reader = READERS.get((str(obj.get("apiVersion")), kind))
+    reader = REGISTRY.readers.get((str(obj.get("apiVersion")), kind))
     return [] if reader is None else list(reader(obj, kind, context or {}))

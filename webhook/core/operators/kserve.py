@@ -56,7 +56,8 @@ import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, merge_named, name_of, product
+from webhook.core.operators import lws
+from webhook.core.operators.base import Context, Found, OperatorKind, PodGroup, count, dig, mapping, merge_named, name_of, product
 
 GROUP = "serving.kserve.io"
 MODEL_CONTAINER, WORKER_CONTAINER = "kserve-container", "worker-container"
@@ -425,8 +426,17 @@ def _llm_inference_service(obj: Mapping[str, Any], _kind: str, _context: Context
     yield from found
 
 
-READERS: Mapping[tuple[str, str], Reader] = {
-    (GROUP + "/v1beta1", "InferenceService"): _inference_service,
-    (GROUP + "/v1alpha1", "LLMInferenceService"): _llm_inference_service,
-    (GROUP + "/v1alpha2", "LLMInferenceService"): _llm_inference_service,
-}
+INFERENCE_SERVICE = PodGroup("serving.kserve.io/inferenceservice", "KServe InferenceService", "kserve", always=False)
+"""kserve/kserve pkg/constants/constants.go ``InferenceServicePodLabelKey``: on every pod of the
+service, whose replicas are independent, so they are one group only when a launch spans pods."""
+
+KINDS: tuple[OperatorKind, ...] = (
+    OperatorKind(GROUP + "/v1beta1", "InferenceService", "inferenceservices", _inference_service,
+                 group=INFERENCE_SERVICE, leaders=frozenset({"leader"}),
+                 source="kserve/kserve pkg/apis/serving/v1beta1/inference_service.go"),
+    # an LLMInferenceService with a worker runs on a LeaderWorkerSet, whose labels its pods carry
+    *(OperatorKind(GROUP + "/" + version, "LLMInferenceService", "llminferenceservices", _llm_inference_service,
+                   group=lws.GROUP, leaders=frozenset({"leader", "prefill-leader"}),
+                   source=f"kserve/kserve pkg/apis/serving/{version}/llm_inference_service_types.go")
+      for version in ("v1alpha1", "v1alpha2")),
+)

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators.base import Context, Found, OperatorKind, PodGroup, count, dig, mapping, name_of, product
 
 RAY_CLUSTER_SPEC: Mapping[str, tuple[str, ...]] = {
     "RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig"),
@@ -132,4 +132,12 @@ def _ray(obj: Mapping[str, Any], kind: str, _context: Context) -> Iterator[Found
                     product(replicas, count(group.get("numOfHosts"))), notes=notes + hint_notes)
 
 
-READERS: Mapping[tuple[str, str], Reader] = {("ray.io/v1", kind): _ray for kind in RAY_CLUSTER_SPEC}
+RAY_CLUSTER = PodGroup("ray.io/cluster", "Ray cluster", "ray")
+"""ray-project/kuberay ray-operator/controllers/ray/common/pod.go ``labelPod`` (the key in
+utils/constant.go ``RayClusterLabelKey``)."""
+
+KINDS: tuple[OperatorKind, ...] = tuple(
+    OperatorKind("ray.io/v1", kind, kind.lower() + "s", _ray, group=RAY_CLUSTER,
+                 source="ray-project/kuberay ray-operator/apis/ray/v1 (raycluster_types.go, rayjob_types.go, "
+                        "rayservice_types.go)")
+    for kind in RAY_CLUSTER_SPEC)

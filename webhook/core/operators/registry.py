@@ -21,7 +21,7 @@ class Registry:
 
     Immutable after construction (its tables are read-only views): :meth:`with_kinds` returns a new one."""
 
-    __slots__ = ("kinds", "readers", "names", "groups", "per_copy_labels", "per_copy_annotations", "leaders",
+    __slots__ = ("kinds", "readers", "names", "groups", "per_copy_labels", "per_copy_annotations", "_leaders",
                  "own_entry", "context_only")
 
     def __init__(self, kinds: Iterable[OperatorKind]) -> None:
@@ -41,7 +41,8 @@ class Registry:
             g for g in unique if not g.always)
         self.per_copy_labels: frozenset[str] = frozenset().union(*(k.per_copy_labels for k in self.kinds))
         self.per_copy_annotations: frozenset[str] = frozenset().union(*(k.per_copy_annotations for k in self.kinds))
-        self.leaders: frozenset[str] = frozenset().union(*(k.leaders for k in self.kinds))
+        self._leaders: Mapping[tuple[str, str], frozenset[str]] = MappingProxyType({
+            (k.api_version, k.kind): k.leaders for k in self.kinds if k.leaders})
         self.own_entry: frozenset[str] = frozenset(
             k.kind for k in self.kinds if k.entry not in (ENTRY_OPERATORS, None))
         """Kinds the shipped webhook configurations send through an entry of their own."""
@@ -51,6 +52,13 @@ class Registry:
     def with_kinds(self, *kinds: OperatorKind) -> Registry:
         """This table with ``kinds`` added."""
         return Registry((*self.kinds, *kinds))
+
+    def leaders(self, obj: Any) -> frozenset[str]:
+        """The template roles of ``obj``'s kind whose profile later templates inherit (none for a kind
+        that is not an operator's)."""
+        if not isinstance(obj, Mapping):
+            return frozenset()
+        return self._leaders.get((str(obj.get("apiVersion")), str(obj.get("kind"))), frozenset())
 
     def membership(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Membership | None:
         """The operator group a pod's labels put it in, in :attr:`groups` order."""

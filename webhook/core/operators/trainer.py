@@ -44,7 +44,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators.base import Context, Found, Reader, count, dig, mapping, merge_named, name_of, product
+from webhook.core.operators.base import Context, Found, OperatorKind, count, dig, mapping, merge_named, name_of, product
+from webhook.core.operators.jobs import JOBSET, JOBSET_PER_COPY
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = GROUP + "/v1alpha1"
@@ -225,7 +226,12 @@ def _trainjob(obj: Mapping[str, Any], _kind: str, context: Context) -> Iterator[
                     inline=True, synthesized=True)
 
 
-READERS: Mapping[tuple[str, str], Reader] = {
-    (API_VERSION, "TrainJob"): _trainjob,
-    **{(API_VERSION, kind): _runtime for kind in RUNTIME_KINDS},
-}
+KINDS: tuple[OperatorKind, ...] = (
+    # a TrainJob's pods are a JobSet's (named after the TrainJob), with the JobSet controller's labels
+    OperatorKind(API_VERSION, "TrainJob", "trainjobs", _trainjob, group=JOBSET, per_copy_labels=JOBSET_PER_COPY,
+                 per_copy_annotations=JOBSET_PER_COPY,
+                 source="kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go"),
+    *(OperatorKind(API_VERSION, kind, kind.lower() + "s", _runtime, entry=None,
+                   source="kubeflow/trainer pkg/apis/trainer/v1alpha1/trainingruntime_types.go")
+      for kind in RUNTIME_KINDS),
+)

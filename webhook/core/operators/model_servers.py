@@ -120,7 +120,8 @@ from webhook.core import models, sizing
 from webhook.core.counts import parse_count
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
-from webhook.core.operators.base import MAX_COUNT_TEXT, Context, Found, Reader, count, dig, mapping, name_of, product
+from webhook.core.operators.base import (MAX_COUNT_TEXT, Context, Found, OperatorKind, PodGroup, count, dig, mapping, name_of,
+                                         product)
 
 HINT = "gpu-admission.io/"
 MODEL_HINT = HINT + "model"
@@ -655,11 +656,19 @@ def _dynamo(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[F
                     name, product(replicas, nodes), synthesized=True, group=nodes)
 
 
-READERS: Mapping[tuple[str, str], Reader] = {
-    ("kubeai.org/v1", "Model"): _kubeai,
-    ("apps.nvidia.com/v1alpha1", "NIMService"): _nim,
-    ("kaito.sh/v1beta1", "Workspace"): _kaito,
-    ("kaito.sh/v1alpha1", "Workspace"): _kaito,
-    ("llm-d.ai/v1alpha1", "ModelService"): _llmd,
-    ("nvidia.com/v1alpha1", "DynamoGraphDeployment"): _dynamo,
-}
+KAITO_WORKSPACE = PodGroup("kaito.sh/workspace", "Kaito workspace", "kaito")
+"""kaito-project/kaito: the StatefulSet of a multi-node Workspace (pkg/workspace/manifests/manifests.go;
+the key in api/v1beta1/labels.go). NIM multi-node, KServe LLMInferenceService and llm-d run on
+LeaderWorkerSets, whose pods carry LWS's labels."""
+
+KINDS: tuple[OperatorKind, ...] = (
+    OperatorKind("kubeai.org/v1", "Model", "models", _kubeai, source="kubeai-project/kubeai api/k8s/v1/model_types.go"),
+    OperatorKind("apps.nvidia.com/v1alpha1", "NIMService", "nimservices", _nim,
+                 source="NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go"),
+    *(OperatorKind(f"kaito.sh/{version}", "Workspace", "workspaces", _kaito, group=KAITO_WORKSPACE,
+                   source=f"kaito-project/kaito api/{version}/workspace_types.go") for version in ("v1beta1", "v1alpha1")),
+    OperatorKind("llm-d.ai/v1alpha1", "ModelService", "modelservices", _llmd,
+                 source="llm-d/llm-d-model-service api/v1alpha1/modelservice_types.go"),
+    OperatorKind("nvidia.com/v1alpha1", "DynamoGraphDeployment", "dynamographdeployments", _dynamo,
+                 source="ai-dynamo/dynamo deploy/cloud/operator/api/v1alpha1/dynamographdeployment_types.go"),
+)

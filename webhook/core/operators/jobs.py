@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.operators.base import Context, Found, Reader, count, mapping, name_of, product
+from webhook.core.operators.base import Context, Found, OperatorKind, PodGroup, count, mapping, name_of, product
 
 KUBEFLOW_V1_SPECS: Mapping[str, str] = {
     "PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
@@ -68,9 +68,29 @@ def _volcano(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[
                         name_of(task.get("name"), f"tasks[{i}]"), count(task.get("replicas")))
 
 
-READERS: Mapping[tuple[str, str], Reader] = {
-    **{("kubeflow.org/v1", kind): _kubeflow_v1 for kind in KUBEFLOW_V1_SPECS},
-    ("kubeflow.org/v2beta1", "MPIJob"): _mpijob,
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): _jobset,
-    ("batch.volcano.sh/v1alpha1", "Job"): _volcano,
-}
+KUBEFLOW_JOB = PodGroup("training.kubeflow.org/job-name", "Kubeflow job", "kubeflow")
+"""kubeflow/training-operator pkg/apis/kubeflow.org/v1/common_types.go ``JobNameLabel``; the MPI
+operator v2 labels its pods with the same key."""
+JOBSET = PodGroup("jobset.sigs.k8s.io/jobset-name", "JobSet", "jobset")
+"""kubernetes-sigs/jobset pkg/controllers/jobset_controller.go ``labelAndAnnotateObject``."""
+JOBSET_PER_COPY = frozenset({"jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-global-index",
+                             "jobset.sigs.k8s.io/restart-attempt"})
+"""Set by the same function as labels and annotations, different on the pods of each child Job."""
+VOLCANO_JOB = PodGroup("volcano.sh/job-name", "Volcano job", "volcano")
+"""volcano-sh/volcano pkg/controllers/job/job_controller_util.go ``createJobPod`` (the key in
+volcano-sh/apis pkg/apis/batch/v1alpha1/labels.go)."""
+
+KINDS: tuple[OperatorKind, ...] = (
+    *(OperatorKind("kubeflow.org/v1", kind, kind.lower() + "s", _kubeflow_v1, group=KUBEFLOW_JOB,
+                   source="kubeflow/training-operator pkg/apis/kubeflow.org/v1 (the <kind>_types.go of each kind)")
+      for kind in KUBEFLOW_V1_SPECS),
+    OperatorKind("kubeflow.org/v2beta1", "MPIJob", "mpijobs", _mpijob, group=KUBEFLOW_JOB,
+                 leaders=frozenset({"Launcher"}),
+                 source="kubeflow/mpi-operator pkg/apis/kubeflow/v2beta1/types.go (MPIReplicaTypeLauncher, "
+                        "MPIReplicaTypeWorker)"),
+    OperatorKind("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", _jobset, group=JOBSET,
+                 per_copy_labels=JOBSET_PER_COPY, per_copy_annotations=JOBSET_PER_COPY,
+                 source="kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go"),
+    OperatorKind("batch.volcano.sh/v1alpha1", "Job", "jobs", _volcano, group=VOLCANO_JOB,
+                 source="volcano-sh/apis pkg/apis/batch/v1alpha1/job.go"),
+)

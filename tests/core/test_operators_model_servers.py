@@ -18,7 +18,7 @@ from webhook.core import operators, settings as settings_mod, tiering
 from tests.judging import judge
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
-from webhook.core.operators import ray, serving
+from webhook.core.operators import model_servers, ray
 from webhook.core.workloads import WORKLOAD_KINDS, pod_templates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,21 +78,21 @@ CASES = [
 @pytest.mark.parametrize(("obj", "expected"), CASES)
 def test_serving_templates_and_groups(obj: dict[str, Any], expected: list[tuple[str, str, int, int]]) -> None:
     results = judge(obj, S)
-    got = [(r.template.template, r.template.pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
+    got = [(r.template.role, r.template.pointer, r.profile.gpus_per_pod, r.profile.pods) for r in results]
     assert got == expected
     for r in results:
         if r.profile.gpus_per_pod > 0 and r.profile.pods > 1:
             # a multi-pod GPU group goes where its weights say (issue 24): NVLink when they need it
             # (or are unknown), the cost tier when one cost card holds them
             want, _ = tiering.multi_gpu_tier(r.profile, S)
-            assert r.decision.tier == want and r.decision.tier is not None, r.template.template
+            assert r.decision.tier == want and r.decision.tier is not None, r.template.role
 
 
 def test_every_kind_is_registered_and_judged_by_the_webhook() -> None:
     keys = {("kubeai.org/v1", "Model"), ("apps.nvidia.com/v1alpha1", "NIMService"), ("kaito.sh/v1beta1", "Workspace"),
             ("kaito.sh/v1alpha1", "Workspace"), ("llm-d.ai/v1alpha1", "ModelService"),
             ("nvidia.com/v1alpha1", "DynamoGraphDeployment")}
-    assert keys <= set(operators.READERS)
+    assert keys <= set(operators.REGISTRY.readers)
     assert {k for _, k in keys} <= WORKLOAD_KINDS
 
 
@@ -114,7 +114,7 @@ def test_synthesized_specs_are_never_patched_but_ray_templates_are() -> None:
                 load("kaito-workspace-custom-template.yaml"), load("llmd-modelservice-llama4.yaml"),
                 load("dynamo-vllm-disagg-multinode.yaml")):
         for template in pod_templates(obj):
-            assert not template.patchable, (obj["kind"], template.template)
+            assert not template.patchable, (obj["kind"], template.role)
         assert all(r.patch == () for r in judge(obj, S))
     ray_results = judge(load("rayservice-llm-serve.yaml", "RayService"), S)
     assert [r.template.patchable for r in ray_results] == [True, True]
@@ -269,11 +269,11 @@ def workspace(resource: dict[str, Any], inference: dict[str, Any] | None = None,
 
 def test_kaito_sku_tables_name_catalog_products() -> None:
     catalog = default_catalog()
-    for sku, (gpus, product_id) in serving.AZURE_SKUS.items():
+    for sku, (gpus, product_id) in model_servers.AZURE_SKUS.items():
         assert gpus > 0 and (product_id is None or product_id in catalog.products), sku
-    for sku in serving.AWS_GPUS:
+    for sku in model_servers.AWS_GPUS:
         assert sku.split(".", 1)[0] in INSTANCE_FAMILIES, sku
-    for profile, product_id in serving.KUBEAI_PROFILES.items():
+    for profile, product_id in model_servers.KUBEAI_PROFILES.items():
         assert product_id is None or product_id in catalog.products, profile
 
 

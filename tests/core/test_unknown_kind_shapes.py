@@ -1,4 +1,4 @@
-"""Pod specs of unknown kinds found by shape, and GPU requests found anywhere (webhook/core/generic.py):
+"""Pod specs of unknown kinds found by shape, and GPU requests found anywhere (webhook/core/unknown_kinds.py):
 one row per shape seen in real CRDs, then hostile documents (deep, wide, cyclic-looking, wrong types)
 that must cost a bounded time and never raise."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core import generic, settings as settings_mod
+from webhook.core import settings as settings_mod, unknown_kinds
 from tests.judging import judge
 from webhook.core.workloads import pod_templates
 
@@ -42,7 +42,7 @@ SHAPES = [
 @pytest.mark.parametrize(("spec", "expected"), SHAPES)
 def test_shapes(spec: Any, expected: list[tuple[str, str, bool]]) -> None:
     found = pod_templates(obj(spec))
-    assert [(t.template, t.spec_pointer, t.patchable) for t in found] == expected
+    assert [(t.role, t.spec_pointer, t.patchable) for t in found] == expected
     assert all(t.found == "generic" for t in found)
 
 
@@ -71,7 +71,7 @@ def test_known_kinds_are_not_read_generically() -> None:
     pytest.param({"kind": "X", "metadata": {"annotations": {"gpu-admission.io/tier": "x"}}}, (), id="our-own-annotation"),
 ])
 def test_gpu_requests(document: Any, where: tuple[str, ...]) -> None:
-    assert generic.gpu_requests(document) == where
+    assert unknown_kinds.gpu_requests(document) == where
 
 
 def nested(depth: int) -> Any:
@@ -90,16 +90,16 @@ def nested(depth: int) -> Any:
 ])
 def test_hostile_documents_are_bounded_and_never_raise(document: Any) -> None:
     found = pod_templates(document)
-    generic.gpu_requests(document)
+    unknown_kinds.gpu_requests(document)
     judge(document, S)
-    assert len(found) <= generic.MAX_FOUND
+    assert len(found) <= unknown_kinds.MAX_FOUND
 
 
 def test_the_walk_visits_a_bounded_number_of_values() -> None:
     """The bound that keeps a hostile document cheap, asserted as a count (times belong in bench/)."""
-    visited = sum(1 for _ in generic._walk(obj([[[[[]]]]] * 20000)))
-    assert visited == generic.MAX_NODES
-    assert max(len(path) for path, _ in generic._walk(obj(nested(5000)))) <= generic.MAX_DEPTH
+    visited = sum(1 for _ in unknown_kinds._walk(obj([[[[[]]]]] * 20000)))
+    assert visited == unknown_kinds.MAX_NODES
+    assert max(len(path) for path, _ in unknown_kinds._walk(obj(nested(5000)))) <= unknown_kinds.MAX_DEPTH
 
 
 @pytest.mark.parametrize("kind", [[], ["J", "o", "b"], {"value": "Workspace"}, 3, None],
