@@ -38,7 +38,7 @@ def test_a_label_change_is_a_new_inventory_for_the_verdict_memo() -> None:
     pod = {**vllm_pod("Qwen/Qwen2.5-7B-Instruct", 1, nodeSelector={"pool": "p2"}),
            "metadata": {"generateName": "p-", "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}]}}
     for inventory in (before, before, after):
-        memo.get_or_compute(pod, S, inventory, (), lambda: calls.append(1) or len(calls))
+        memo.lookup(pod, S, inventory, (), lambda: calls.append(1) or len(calls)).value
     assert len(calls) == 2  # computed for `before`, answered from the memo once, computed again for `after`
 
 
@@ -62,7 +62,7 @@ def test_a_heartbeat_keeps_the_inventory_and_the_memo() -> None:
            "metadata": {"generateName": "p-", "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}]}}
     for i in range(1000):
         watch.apply_event("MODIFIED", heartbeat(node("a" if i % 2 else "l", A100 if i % 2 else L40S), f"t{i}", str(100 + i)))
-        memo.get_or_compute(pod, S, watch.current(), (), lambda: calls.append(1) or len(calls))
+        memo.lookup(pod, S, watch.current(), (), lambda: calls.append(1) or len(calls)).value
     assert watch.current() is first and watch.unchanged == 1000
     assert (memo.hits, memo.misses) == (999, 1)
     grown = node("a", A100)

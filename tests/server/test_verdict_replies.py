@@ -80,19 +80,19 @@ def test_cache_answers_only_for_the_same_settings_and_inventory() -> None:
         return len(calls)
 
     s1, s2 = default_settings(), object()
-    assert cache.get_or_compute(pod, s1, None, ("enforce", True), compute) == 1
-    assert cache.get_or_compute(copy.deepcopy(pod), s1, None, ("enforce", True), compute) == 1
-    assert cache.get_or_compute(pod, s2, None, ("enforce", True), compute) == 2  # a reloaded policy
-    assert cache.get_or_compute(pod, s1, object(), ("enforce", True), compute) == 3  # a new inventory
-    assert cache.get_or_compute(pod, s1, None, ("audit", True), compute) == 4  # another mode
-    assert cache.get_or_compute(_with(pod, "metadata/labels/app", "y"), s1, None, ("enforce", True), compute) == 5
+    assert cache.lookup(pod, s1, None, ("enforce", True), compute).value == 1
+    assert cache.lookup(copy.deepcopy(pod), s1, None, ("enforce", True), compute).value == 1
+    assert cache.lookup(pod, s2, None, ("enforce", True), compute).value == 2  # a reloaded policy
+    assert cache.lookup(pod, s1, object(), ("enforce", True), compute).value == 3  # a new inventory
+    assert cache.lookup(pod, s1, None, ("audit", True), compute).value == 4  # another mode
+    assert cache.lookup(_with(pod, "metadata/labels/app", "y"), s1, None, ("enforce", True), compute).value == 5
 
 
 def test_cache_is_bounded() -> None:
     cache = VerdictCache(max_entries=3)
     for i in range(10):
-        cache.get_or_compute(_with(_with(_pod(), "metadata/generateName", "a-"), "metadata/labels/app", str(i)),
-                             None, None, (), lambda: i)
+        cache.lookup(_with(_with(_pod(), "metadata/generateName", "a-"), "metadata/labels/app", str(i)),
+                     None, None, (), lambda: i)
     assert len(cache) == 3
 
 
@@ -110,18 +110,22 @@ def test_reply_table_is_offered_on_hits_only_and_bounded() -> None:
     assert cache.lookup(_with(_pod(), "metadata/name", "by-hand"), None, None, (), lambda: "h") == ("h", None, "unkept")
 
 
-@pytest.mark.parametrize(("uid", "warnings", "kept"), [
-    ("u-1", ["a warning"], True),
-    ('u-"2\\', [], True),  # a uid JSON must escape is echoed as encoding it would
-    ("u-3", ["\x00uid\x00"], False),  # a text equal to the uid's stand-in: not split, not kept
-], ids=["plain", "escaped-uid", "text-equals-slot"])
-def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str], kept: bool) -> None:
+@pytest.mark.parametrize(("uid", "warnings"), [
+    ("u-1", ["a warning"]),
+    ('u-"2\\', []),  # a uid JSON must escape is echoed as encoding it would
+    ("u-3", ["\x00uid\x00"]),  # NULs in a text are JSON like any other character
+], ids=["plain", "escaped-uid", "nul-in-text"])
+def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str]) -> None:
     reusable = review.Reusable.of(review.respond(None, allowed=True, uid="first", warnings=warnings))
-    assert (reusable is not None) == kept
-    if reusable is not None:
-        reply, wire = reusable.answer(uid)
-        assert reply["response"]["uid"] == uid and wire == review.encode(reply)
-        assert reply == review.respond(None, allowed=True, uid=uid, warnings=warnings)
+    assert reusable is not None
+    reply, wire = reusable.answer(uid)
+    assert reply["response"]["uid"] == uid and wire == review.encode(reply)
+    assert reply == review.respond(None, allowed=True, uid=uid, warnings=warnings)
+    assert wire == review.encode(review.respond(None, allowed=True, uid=uid, warnings=warnings))
+
+
+def test_a_reply_without_a_response_is_not_kept() -> None:
+    assert review.Reusable.of({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}) is None
 
 
 def test_the_memo_metric_counts_hits_misses_and_unkept() -> None:

@@ -51,17 +51,12 @@ class VerdictCache:
         self.hits = 0
         self.misses = 0
 
-    def get_or_compute(self, obj: Any, settings: Any, inventory: Any, flags: tuple[Hashable, ...],
-                       compute: Callable[[], Any]) -> Any:
-        """The cached verdict for ``obj`` under ``settings``/``inventory``/``flags``, or ``compute()``
-        (stored when ``obj`` is a controller's pod, :func:`webhook.core.verdicts.controller_made`,
-        and has a key)."""
-        return self.lookup(obj, settings, inventory, flags, compute).value
-
     def lookup(self, obj: Any, settings: Any, inventory: Any, flags: tuple[Hashable, ...],
                compute: Callable[[], Any]) -> "Found":
-        """:meth:`get_or_compute`, and the entry's table of finished replies when the verdict came
-        from the memo (None on a miss): the caller stores there what it built from this verdict, by
+        """The cached verdict for ``obj`` under ``settings``/``inventory``/``flags``, or ``compute()``
+        (stored when ``obj`` is a controller's pod, :func:`webhook.core.verdicts.controller_made`,
+        and has a key), with the entry's table of finished replies when the verdict came from the
+        memo (None on a miss): the caller stores there what it built from this verdict, by
         what else the reply depends on, and finds it again for the next copy. Bounded to
         :data:`MAX_REPLIES`. Not offered on a miss: most verdicts that are never asked for again
         (pods written by hand under a generated name, a one-off Job) would keep a reply for nothing,
