@@ -539,3 +539,36 @@ def test_every_moe_model_of_the_catalog_has_its_router_shape() -> None:
     for row in moe_rows:
         split = weight_split(row["params_b"], row["active_params_b"])
         assert split is not None and "router unknown" not in split.derived, row["id"]
+
+
+class _Recording(WorkloadProfile):
+    """A profile that writes down every field read of it (into the class's ``read`` set)."""
+
+    read: set[str] = set()
+
+    def __getattribute__(self, name: str) -> object:
+        if name in WorkloadProfile.__dataclass_fields__:
+            _Recording.read.add(name)
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("profile", [
+    llm(70.6, tp=4), llm(8.0, dtype="float32"), llm(46.7, tp=2, quantization="awq"),
+    dataclasses.replace(llm(8.0), role="training", training_strategy="zero-3", peft="lora"),
+    dataclasses.replace(llm(671.0, tp=8), active_params_b=37.0, data_parallel=2, expert_parallel=True,
+                        framework="vllm"),
+    dataclasses.replace(llm(235.0, tp=8), active_params_b=22.0, data_parallel=4, dp_attention=True,
+                        framework="sglang"),
+    dataclasses.replace(llm(8.0), kind="embedding"), WorkloadProfile(gpus_per_pod=2),
+], ids=["70b-tp4", "8b-fp32", "awq", "training", "vllm-dp-ep", "sglang-dp-attention", "embedding", "unknown"])
+def test_the_sizing_key_holds_every_field_fit_reads(profile: WorkloadProfile) -> None:
+    """The fit memo's key (``sizing.SIZING_FIELDS``) must hold every field ``fit`` reads, or the memo
+    answers a profile with another's fits. The model name is read only for its catalog dtype, which
+    the key holds as such."""
+    _Recording.read = set()
+    recorded = _Recording(**{f: getattr(profile, f) for f in WorkloadProfile.__dataclass_fields__})
+    _Recording.read = set()
+    for option in _OPTS:
+        fit(recorded, option, allreduce_us=CAT.allreduce_latency_us(option), **_PARAMS)
+    assert _Recording.read, "the recording saw nothing: the test would prove nothing"
+    assert _Recording.read - {"model"} <= set(sizing.SIZING_FIELDS), _Recording.read - set(sizing.SIZING_FIELDS)

@@ -30,6 +30,7 @@ Two refinements these rules do not cover:
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -546,14 +547,20 @@ def _precision_name(profile: WorkloadProfile) -> str:
     return _precision_by_rules(profile).name
 
 
+SIZING_FIELDS: tuple[str, ...] = (
+    "params_b", "active_params_b", "dtype", "quantization", "bytes_per_param", "tensor_parallel", "pipeline_parallel",
+    "gpus_per_pod", "pods", "role", "kind", "layers", "gpu_memory_utilization", "framework", "data_parallel",
+    "expert_parallel", "dp_attention", "training_strategy", "strategy_source", "training_offload",
+    "distributed_optimizer", "peft")
+"""Every profile field :func:`fit` reads but the model name, which enters only through its catalog
+dtype (:func:`native_dtype`). ``tests/core/test_sizing.py`` records the fields ``fit`` reads and
+fails when one is missing here (the memo would then answer for a profile it was not computed for)."""
+_SIZING_VALUES = operator.attrgetter(*SIZING_FIELDS)
+
+
 def _sizing_key(profile: WorkloadProfile) -> tuple[object, ...]:
-    """Every profile field :func:`fit` reads, and nothing else (not the model name, container or notes):
-    the model enters only through its catalog dtype."""
-    return (profile.params_b, profile.active_params_b, profile.dtype, profile.quantization, profile.bytes_per_param,
-            profile.tensor_parallel, profile.pipeline_parallel, profile.gpus_per_pod, profile.pods, profile.role,
-            profile.kind, profile.layers, profile.gpu_memory_utilization, profile.framework, profile.data_parallel,
-            profile.expert_parallel, profile.dp_attention, native_dtype(profile), profile.training_strategy,
-            profile.strategy_source, profile.training_offload, profile.distributed_optimizer, profile.peft)
+    """Every input of :func:`fit` from the profile, and nothing else (not the container or notes)."""
+    return (*_SIZING_VALUES(profile), native_dtype(profile))
 
 
 FITS: Memo[tuple[Fit, ...]] = Memo(4096)
