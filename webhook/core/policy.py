@@ -10,7 +10,7 @@ misplacement warns unless the policy denies it, audit turns violations into warn
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from webhook.core import rules
 from webhook.core.domain import MISPLACED, Decision, Fit, GroupAffinity, Placement, Violation, WorkloadProfile
@@ -21,10 +21,6 @@ from webhook.core.rules import Case, Outcome
 from webhook.core.settings import Settings, Tier
 from webhook.core.tiering import is_multi
 from webhook.core.workloads import PodTemplate
-
-
-def _always(case: Case) -> bool:
-    return True
 
 
 def _gpu_pod(case: Case) -> bool:
@@ -50,7 +46,8 @@ class Rule:
 
     name: str
     check: Callable[[Case], Outcome]
-    when: Callable[[Case], bool] = _always
+    when: Callable[[Case], bool] | None = None
+    """``None``: every template."""
     decides: frozenset[str] = frozenset()
 
 
@@ -91,14 +88,16 @@ def decide(profile: WorkloadProfile, template: PodTemplate, settings: Settings, 
     findings: list[Finding] = [Finding(p) for p in problems]
     warnings: list[str] = []
     for rule in RULES:
-        if not rule.when(case):
+        if rule.when is not None and not rule.when(case):
             continue
         outcome = rule.check(case)
-        findings.extend(outcome.findings)
-        warnings.extend(outcome.warnings)
+        if outcome.findings:
+            findings.extend(outcome.findings)
+        if outcome.warnings:
+            warnings.extend(outcome.warnings)
         if outcome.decided:
             assert outcome.decided.keys() <= rule.decides, (rule.name, set(outcome.decided) - rule.decides)
-            case = replace(case, **outcome.decided)
+            case = case._replace(**outcome.decided)
     mutate = mutate and case.mode != "audit" and settings.mutate
     return _finish(case, findings, warnings, mutate)
 

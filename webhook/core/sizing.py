@@ -381,11 +381,11 @@ def weight_layout(profile: WorkloadProfile) -> Layout:
     pp = max(1, profile.pipeline_parallel or 1)
     dp = max(1, profile.data_parallel or 1)
     pp_text = f" x PP{pp}" if pp > 1 else ""
-    traits = launcher_traits.of(profile.framework)
-    if traits.experts_over_dp and dp > 1:
+    traits = launcher_traits.of(profile.framework) if dp > 1 else launcher_traits.NONE
+    if traits.experts_over_dp:
         kind = "EP" if profile.expert_parallel else "expert TP"
         return Layout(tp * pp, tp * pp * dp, f"DP{dp} x TP{tp}{pp_text} ({kind})", f"TP{tp}{pp_text} per DP rank")
-    if traits.dp_attention and profile.dp_attention and dp > 1:
+    if traits.dp_attention and profile.dp_attention:
         attn = max(1, tp // dp)
         return Layout(attn * pp, tp * pp, f"TP{tp}{pp_text}", f"TP{tp}/DP{dp} = {attn}{pp_text} per DP group "
                                                                  f"(DP attention)")

@@ -61,11 +61,17 @@ class Registry:
         return self._leaders.get((str(obj.get("apiVersion")), str(obj.get("kind"))), frozenset())
 
     def membership(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Membership | None:
-        """The operator group a pod's labels put it in, in :attr:`groups` order."""
+        """The operator group a pod's labels put it in, in :attr:`groups` order (what
+        :meth:`PodGroup.member` says, inlined for the groups of one label: every template asks)."""
         for group in self.groups:
-            found = group.member(labels, annotations)
-            if found is not None:
-                return found
+            if group.read is not None:
+                found = group.read(labels, annotations)
+                if found is not None:
+                    return found
+                continue
+            value = labels.get(group.label)
+            if value:
+                return Membership(group.source, value, f"{group.prefix}/{value}", group.always)
         return None
 
     def webhook_rules(self) -> list[dict[str, Any]]:
