@@ -25,7 +25,7 @@ RUN pip wheel --no-cache-dir --require-hashes --no-deps --only-binary=:all: --wh
         -r requirements/image.lock \
     && cp requirements/image.lock /wheels/image.lock \
     && pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: -r requirements/build.lock
-COPY pyproject.toml setup.cfg README.md ./
+COPY pyproject.toml setup.cfg README.md LICENSE ./
 COPY webhook ./webhook
 RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --no-index --wheel-dir /wheels/project .
 
