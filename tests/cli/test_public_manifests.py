@@ -1,9 +1,10 @@
 """Issue 15, point 7: hold the engine to public manifests it was not written against.
 
-`tests/data/public/` holds 63 GPU serving and training manifests copied from their projects (GKE
-tutorials, Hugging Face's Google-Cloud-Containers, LWS, vLLM, KServe, NIM, KubeAI, llm-d, KubeRay,
-Dynamo, Kaito, TEI, Triton, TorchServe, Kubeflow, JobSet, Volcano; source, commit and licence in
-each file's header and in its README). `CASES` has one row per GPU workload template and states
+`tests/data/public/` holds the facts of 63 GPU serving and training manifests that their projects
+publish (GKE tutorials, Hugging Face's Google-Cloud-Containers, LWS, vLLM, KServe, NIM, KubeAI,
+llm-d, KubeRay, Dynamo, Kaito, TEI, Triton, TorchServe, Kubeflow, JobSet, Volcano), each written in
+this project's form by tests/tools/fixture_facts.py and headed by the repository, path and commit
+it describes (listed in its README). `CASES` has one row per GPU workload template and states
 what an expert reading the manifest expects: model, size, TP, GPUs per pod, pods in the group,
 tier and verdict under the embedded default policy. The expectations are NOT what `check` prints
 today; a row the engine gets wrong carries a strict xfail with the reason, so the module passes
@@ -379,13 +380,21 @@ def test_the_table_covers_every_gpu_template_check_reports(results: list[dict[st
     assert not missing, missing
 
 
-def test_every_public_file_names_its_source_and_licence() -> None:
+def test_every_public_fixture_is_ours_and_names_what_it_describes() -> None:
+    """Each file is the facts of a public manifest in this project's form (tests/tools/fixture_facts.py:
+    what the engine's judgement rests on, nothing else, no upstream text), headed by the repository,
+    path and commit it describes."""
+    import subprocess
+    import sys
+
     files = sorted(PUBLIC.rglob("*.yaml"))
     assert len(files) >= 60
     readme = (PUBLIC / "README.md").read_text()
     for f in files:
-        head = f.read_text().splitlines()[:3]
-        assert head[0].startswith("# source: ") and "/" in head[0], f
-        assert head[1] in {"# licence: Apache-2.0", "# licence: MIT", "# licence: BSD-3-Clause"}, f
+        head = f.read_text().splitlines()[0]
+        assert re.fullmatch(r"# describes: [\w.-]+/[\w.-]+ \S+ @ [0-9a-f]{7,40}", head), f
         assert str(f.relative_to(PUBLIC)) in readme, f"{f} is not listed in tests/data/public/README.md"
     assert {c.values[0].file for c in CASES} == {str(f.relative_to(PUBLIC)) for f in files}
+    done = subprocess.run([sys.executable, str(ROOT / "tests/tools/fixture_facts.py"), "--check", *map(str, files)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
