@@ -382,11 +382,8 @@ def test_the_table_covers_every_gpu_template_check_reports(results: list[dict[st
 
 def test_every_public_fixture_is_ours_and_names_what_it_describes() -> None:
     """Each file is the facts of a public manifest in this project's form (tests/tools/fixture_facts.py:
-    what the engine's judgement rests on, nothing else, no upstream text), headed by the repository,
-    path and commit it describes."""
-    import subprocess
-    import sys
-
+    what the engine's judgement rests on, nothing else, no upstream text; tests/test_fixtures.py runs
+    its --check), headed by the repository, path and commit it describes."""
     files = sorted(PUBLIC.rglob("*.yaml"))
     assert len(files) >= 60
     readme = (PUBLIC / "README.md").read_text()
@@ -395,6 +392,3 @@ def test_every_public_fixture_is_ours_and_names_what_it_describes() -> None:
         assert re.fullmatch(r"# describes: [\w.-]+/[\w.-]+ \S+ @ [0-9a-f]{7,40}", head), f
         assert str(f.relative_to(PUBLIC)) in readme, f"{f} is not listed in tests/data/public/README.md"
     assert {c.values[0].file for c in CASES} == {str(f.relative_to(PUBLIC)) for f in files}
-    done = subprocess.run([sys.executable, str(ROOT / "tests/tools/fixture_facts.py"), "--check", *map(str, files)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr

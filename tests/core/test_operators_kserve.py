@@ -1,7 +1,7 @@
 """KServe: InferenceService predictors (model merged with its ServingRuntime, custom containers,
 multi-node head + workers counted as KServe counts them) and LLMInferenceService workloads (single
-node, LeaderWorkerSet of GetSize pods, prefill). Rows are public sample manifests
-(tests/data/operators, each with its source), the shipped examples and inline objects; then the
+node, LeaderWorkerSet of GetSize pods, prefill). Rows are the facts of public sample manifests
+(tests/data/operators, each naming the source it describes), the shipped examples and inline objects; then the
 upstream arithmetic as tables and hostile input."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kubeflow Trainer v2: a TrainJob judged with the runtime it references (the runtime's templates with
 the TrainJob's spec.trainer written over them), without it (spec.trainer alone, with a note), and the
-runtimes alone. Rows are public sample manifests (tests/data/operators, each with its source), the
+runtimes alone. Rows are the facts of public sample manifests (tests/data/operators, each naming its source), the
 shipped example and inline objects; then the runtime lookup and hostile input."""
 
 from __future__ import annotations

@@ -174,14 +174,58 @@ def _exists(node: Any, path: tuple[Any, ...]) -> bool:
     return True
 
 
-def minimize(objects: list[Any], others: Sequence[Any] = ()) -> list[Any]:
+def _keep_path(text: str) -> tuple[str, tuple[Any, ...]]:
+    """``kind:a.b.0.c`` -> (kind, path); list indices as numbers."""
+    kind, _, dotted = text.partition(":")
+    return kind, tuple(int(p) if p.isdigit() else p for p in dotted.split("."))
+
+
+def _protected(kind: str, path: tuple[Any, ...], keeps: Sequence[tuple[str, tuple[Any, ...]]]) -> bool:
+    if path in PROTECTED:
+        return True
+    for keep_kind, keep in keeps:
+        if keep_kind == kind and (keep[:len(path)] == path or path[:len(keep)] == keep):
+            return True
+    return False
+
+
+def _probes(objects: Sequence[Any]) -> list[Any]:
+    """Objects that refer to the runtimes among ``objects`` the way their users do, so what a
+    runtime gives a TrainJob or an InferenceService is held by the judgement too (a runtime judged
+    alone shows only part of it)."""
+    out: list[Any] = []
+    for obj in objects:
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+        if kind in ("ClusterTrainingRuntime", "TrainingRuntime") and isinstance(name, str):
+            for trainer in (None, {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}}}):
+                job: dict[str, Any] = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                       "metadata": {"name": f"probe-{name}"},
+                                       "spec": {"runtimeRef": {"name": name, "kind": kind}}}
+                if trainer:
+                    job["spec"]["trainer"] = trainer
+                out.append(job)
+        if kind in ("ClusterServingRuntime", "ServingRuntime") and isinstance(name, str):
+            formats = (obj.get("spec") or {}).get("supportedModelFormats") or [{}]
+            fmt = formats[0].get("name", "huggingface") if isinstance(formats[0], dict) else "huggingface"
+            out.append({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                        "metadata": {"name": f"probe-{name}"},
+                        "spec": {"predictor": {"model": {"modelFormat": {"name": fmt}, "runtime": name,
+                                                         "storageUri": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                                                         "resources": {"limits": {"nvidia.com/gpu": 1}}}}}})
+    return out
+
+
+def minimize(objects: list[Any], others: Sequence[Any] = (),
+             keeps: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> list[Any]:
     """``objects`` with every object and field the engine's judgement does not rest on removed (see
     above); ``others``: the objects of the other files, whose judgement must not change either when
-    these give them context."""
+    these give them context; ``keeps``: (kind, path) a test reads for itself, kept whole."""
     # the other files' objects that may take context from these: those that name one of them
     names = {str((o.get("metadata") or {}).get("name")) for o in objects
              if isinstance(o, dict) and o.get("kind") in engine.CONTEXT_KINDS}
     watched = [o for o in others if names and any(name in json.dumps(o) for name in names)]
+    watched += _probes(objects)
 
     def judged(candidate: list[Any]) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
         everything = [*candidate, *others]
@@ -190,7 +234,8 @@ def minimize(objects: list[Any], others: Sequence[Any] = ()) -> list[Any]:
     own, theirs = judged(objects)
     current, kept_own = list(objects), list(own)
     for index in reversed(range(len(current))):  # whole objects first: one the judgement does not rest on
-        silent = all(isinstance(v, tuple) and v[0] == () and v[1] == () for v in kept_own[index])
+        silent = all(isinstance(v, tuple) and v[0] == () and v[1] == () for v in kept_own[index]) and not any(
+            kind == current[index].get("kind") for kind, _ in keeps)
         candidate = current[:index] + current[index + 1:]
         if silent and candidate and judged(candidate) == (kept_own[:index] + kept_own[index + 1:], theirs):
             current, kept_own = candidate, kept_own[:index] + kept_own[index + 1:]
@@ -199,13 +244,31 @@ def minimize(objects: list[Any], others: Sequence[Any] = ()) -> list[Any]:
         removed = False
         for index in range(len(current)):
             for path in _paths(current[index]):
-                if path in PROTECTED or not _exists(current[index], path):
+                kind = str(current[index].get("kind"))
+                if _protected(kind, path, keeps) or not _exists(current[index], path):
                     continue
                 candidate = list(current)
                 candidate[index] = _without(current[index], path)
                 if judged(candidate) == (kept_own, theirs):
                     current, removed = candidate, True
     return current
+
+
+_KEEP = re.compile(r"^# keeps: (?P<path>\S+) (?P<why>\(.+\))$")
+
+
+def keeps_of(text: str) -> list[str]:
+    """The ``# keeps: Kind:dotted.path (why)`` lines of a fixture's header."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# keeps:"):
+            found = _KEEP.match(line)
+            if not found:
+                raise ValueError(f"a keeps line is '# keeps: Kind:dotted.path (why)': {line!r}")
+            out.append(line)
+    return out
 
 
 def header(text: str) -> tuple[str, str, str, str | None]:
@@ -236,10 +299,13 @@ def render(text: str, others: Sequence[Any] = ()) -> str:
     docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     kept = [prune({k: v for k, v in d.items() if k != "status"}) for d in docs
             if d.get("kind") not in DROPPED_KINDS]
-    kept = minimize(kept, others)
+    keep_lines = keeps_of(text)
+    keeps = [_keep_path(_KEEP.match(line)["path"]) for line in keep_lines]  # type: ignore[index]
+    kept = minimize(kept, others, keeps)
     if not kept:
         raise ValueError("nothing left: no workload or context object in the file")
-    head = f"{HEADER} {repo} {path} @ {commit}\n" + WRITTEN + (f"# about: {note}\n" if note else "")
+    head = (f"{HEADER} {repo} {path} @ {commit}\n" + WRITTEN + (f"# about: {note}\n" if note else "")
+            + "".join(line + "\n" for line in keep_lines))
     body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=True) for d in kept)
     return head + body
 
