@@ -114,7 +114,8 @@ def test_reply_table_is_offered_on_hits_only_and_bounded() -> None:
     ("u-1", ["a warning"]),
     ('u-"2\\', []),  # a uid JSON must escape is echoed as encoding it would
     ("u-3", ["\x00uid\x00"]),  # NULs in a text are JSON like any other character
-], ids=["plain", "escaped-uid", "nul-in-text"])
+    ("u-4", ['"uid":"first"']),  # the uid member's bytes inside a text are escaped: no second match
+], ids=["plain", "escaped-uid", "nul-in-text", "uid-member-in-text"])
 def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str]) -> None:
     reusable = review.Reusable.of(review.respond(None, allowed=True, uid="first", warnings=warnings))
     assert reusable is not None
@@ -122,6 +123,15 @@ def test_a_kept_reply_answers_byte_for_byte(uid: str, warnings: list[str]) -> No
     assert reply["response"]["uid"] == uid and wire == review.encode(reply)
     assert reply == review.respond(None, allowed=True, uid=uid, warnings=warnings)
     assert wire == review.encode(review.respond(None, allowed=True, uid=uid, warnings=warnings))
+
+
+def test_a_reply_whose_uid_cannot_be_cut_out_is_encoded_afresh() -> None:
+    reply = review.respond(None, allowed=True, uid="first", warnings=["w"])
+    reply = {**reply, "extra": {"uid": "first"}}  # the uid member twice (no reply of ours has this)
+    reusable = review.Reusable.of(reply)
+    assert reusable is not None and reusable.head is None
+    answered, wire = reusable.answer("second")
+    assert answered["response"]["uid"] == "second" and wire == review.encode(answered)
 
 
 def test_a_reply_without_a_response_is_not_kept() -> None:

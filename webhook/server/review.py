@@ -228,26 +228,45 @@ def encode(reply: Mapping[str, JSON]) -> bytes:
     return json.dumps(reply, separators=(",", ":")).encode()
 
 
+_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+"""A str as :func:`json.dumps` writes it (ASCII, quoted), without the encoder set up around it."""
+
+
 @dataclass(frozen=True)
 class Reusable:
-    """A finished reply whose only per-request field is the uid.
+    """A finished reply whose only per-request field is the uid, kept encoded.
 
     The copies of one controller's pod share a verdict (``webhook.server.verdict_cache``), and with
     it everything :func:`respond` writes except ``response.uid`` when the reply allows (a denial
-    names the object): :meth:`answer` gives the reply for another uid without building or redacting
-    it again (``tests/core/test_verdicts.py``). It is encoded afresh each time: keeping its bytes
-    split around the uid saved about 7 us of a 54 us memo hit in process (bench/NOTES.md), too
-    little for a byte splice."""
+    names the object): :meth:`answer` gives the reply for another uid without building, redacting or
+    encoding it again, byte for byte what :func:`encode` of a fresh reply gives
+    (``tests/core/test_verdicts.py``). The bytes are the first reply's, cut around its uid where
+    JSON writes it as the ``"uid"`` member: nowhere else can that run of bytes occur (inside a
+    string every quote is escaped), and a reply where it is not found exactly once is encoded
+    afresh each time. Keeping the bytes saves the encoding, about 7 us of a 54 us memo hit in
+    process (bench/NOTES.md)."""
 
     reply: Mapping[str, JSON]
+    head: bytes | None
+    tail: bytes
 
     @classmethod
     def of(cls, reply: Mapping[str, JSON]) -> "Reusable | None":
         """``reply`` made reusable; None if it has no ``response`` to carry a uid."""
-        return cls(reply) if isinstance(reply.get("response"), Mapping) else None
+        response = reply.get("response")
+        if not isinstance(response, Mapping) or not isinstance(response.get("uid"), str):
+            return None
+        wire = encode(reply)
+        member = b'"uid":' + _json_string(response["uid"]).encode()
+        if wire.count(member) != 1:
+            return cls(reply, None, b"")
+        head, tail = wire.split(member)
+        return cls(reply, head + b'"uid":', tail)
 
     def answer(self, uid: str) -> tuple[dict[str, JSON], bytes]:
         """The reply for the request ``uid``, and its bytes."""
         response = cast(Mapping[str, JSON], self.reply["response"])  # checked by of()
         reply = {**self.reply, "response": {**response, "uid": uid}}
-        return reply, encode(reply)
+        if self.head is None:
+            return reply, encode(reply)
+        return reply, self.head + _json_string(uid).encode() + self.tail
