@@ -2,15 +2,25 @@
 
 The tests hold the engine to manifests other projects publish. What the tests need from such a
 manifest are facts (which image, which command and flags, which env, how many GPUs, which node
-selection, how many replicas), not the file: this tool keeps those and writes them in this
+selection, how many replicas), not the file. This tool keeps exactly those and writes them in this
 project's form, with a header naming the source the fixture describes (repository, path, commit)
-as a reference.
+as a reference:
 
-Kept: the workload and context objects (a Service, a PVC, RBAC, monitoring objects and the like are
-dropped), and in them everything the engine may read. Dropped: comments and formatting, the
-upstream licence headers (the text is not carried), probes, ports, security contexts, pull
-policies and secrets, service accounts, DNS settings, termination settings, status, and server-set
-metadata. Multi-line strings (scripts) are written as literal blocks.
+1. objects that hold no pod spec and no fact the engine reads (a Service, a PVC, RBAC, monitoring
+   objects) are dropped, and so are the fields no rule reads (probes, ports, security contexts,
+   pull policies and secrets, service accounts, DNS and termination settings, status);
+2. then every remaining object, field and list item is removed in turn, parents first, and the
+   removal is kept when the engine's judgement of every object (each template's role, counts,
+   labels and annotations, profile, decision, patch, and the secrets found) is the same with and
+   without it, under the default policy with and without mutation and in audit, until nothing more
+   can go. A runtime is also judged through probes that use it as its users do (a TrainJob, an
+   InferenceService), and the objects of the other files named that refer to one of these by name
+   are judged too. What is left is what the judgement rests on, plus each object's kind and name.
+
+A field a test reads for itself, though no judgement rests on it, is kept by a header line
+``# keeps: Kind:dotted.path (why)`` (the whole subtree; list items by number). Comments,
+formatting and the upstream licence headers are not carried; multi-line strings (scripts) are
+written as literal blocks.
 
     python tests/tools/fixture_facts.py FILE...            # rewrite in place
     python tests/tools/fixture_facts.py --check FILE...    # exit 1 when a file is not in this form
