@@ -85,14 +85,7 @@ class PodGroup:
     """See :attr:`Membership.always`."""
     read: Callable[[Labels, Labels], Membership | None] | None = None
     """A kind whose membership is more than one label (LeaderWorkerSet: a group per leader index);
-    ``None``: the label's value is the group."""
-
-    def member(self, labels: Labels, annotations: Labels) -> Membership | None:
-        """The group of a pod with these labels and annotations, or ``None`` when it is none of this kind's."""
-        if self.read is not None:
-            return self.read(labels, annotations)
-        value = labels.get(self.label)
-        return Membership(self.source, value, f"{self.prefix}/{value}", self.always) if value else None
+    ``None``: the label's value is the group (:meth:`webhook.core.operators.Registry.membership`)."""
 
 
 ENTRY_OPERATORS = "operators"

@@ -61,8 +61,8 @@ class Registry:
         return self._leaders.get((str(obj.get("apiVersion")), str(obj.get("kind"))), frozenset())
 
     def membership(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Membership | None:
-        """The operator group a pod's labels put it in, in :attr:`groups` order (what
-        :meth:`PodGroup.member` says, inlined for the groups of one label: every template asks)."""
+        """The operator group a pod's labels put it in, in :attr:`groups` order: a group's own
+        :attr:`~PodGroup.read`, else its label's value names the job."""
         for group in self.groups:
             if group.read is not None:
                 found = group.read(labels, annotations)
