@@ -34,6 +34,10 @@ from operators_plane import running_operators, wait_established
 
 OVERLAY = "overlays/generated-certs"
 NAMESPACES = {"demo": {}, "demo-audit": {"gpu-admission.io/mode": "audit"}}
+JOB_PODS_RUN_MS = 3_600_000
+"""kwok keeps a Job's pods Running an hour before they succeed, as training pods run: a pod that has
+succeeded leaves kube-scheduler's cache, and a group's later pods would no longer be held to its
+product by the pod affinity."""
 
 
 def build() -> Path:
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ControlPlaneError(f"gpu-admission certs failed ({made.returncode}):\n{made.stderr}")
         docs = ManifestTree.prepare(work, certs, bin_dir / "kubectl").render(OVERLAY)
         with running_control_plane(bin_dir, work / "control-plane", scheduler=True, controllers=True,
-                                   audit_log=True) as cp, \
+                                   audit_log=True, job_pods_run_ms=JOB_PODS_RUN_MS) as cp, \
                 kubeconfig_env(cp.kubeconfig), contextlib.ExitStack() as webhook_stack, \
                 running_operators(cp, bin_dir, work / "operators") as ops:
             hook = webhook_stack.enter_context(running_webhook(docs, certs, work / "webhook"))
@@ -145,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             kubectl = cp.kubectl
             print(f"""
 gpu-admission cluster up in {time.monotonic() - started:.0f} s: kube-apiserver {cp.url}, kube-scheduler,
-kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running), the JobSet and
+kube-controller-manager, kwok (the fake nodes' kubelets: bound pods become Running; a Job's pods succeed
+after {JOB_PODS_RUN_MS // 60_000} minutes), the JobSet and
 LeaderWorkerSet controllers (with their own webhooks),
 gpu-admission serve on https://127.0.0.1:{hook.port} (policy and command from manifests/; the GPU inventory
 watches this cluster's nodes; restarted on the same ports if it dies), {len(nodes)} fake GPU nodes.

@@ -254,11 +254,27 @@ def _scheduler_config_args(config: Path | None, kubeconfig: Path, workdir: Path)
     return ["--config", str(path)]
 
 
+def kwok_stages(shipped: Path, workdir: Path, job_pods_run_ms: int) -> Path:
+    """The kwok stages file to run with: ``shipped`` as is, or (``job_pods_run_ms`` > 0) a copy in
+    ``workdir`` whose pod-complete stage waits that long by default before a Job's pod succeeds."""
+    if job_pods_run_ms <= 0:
+        return shipped
+    docs = list(yaml.safe_load_all(shipped.read_text()))
+    stages = [d for d in docs if isinstance(d, dict) and d.get("metadata", {}).get("name") == "pod-complete"]
+    if len(stages) != 1 or "delay" not in stages[0].get("spec", {}):
+        raise ControlPlaneError(f"{shipped}: no pod-complete stage with a delay (build-control-plane.sh writes one)")
+    stages[0]["spec"]["delay"]["durationMilliseconds"] = job_pods_run_ms
+    path = workdir / "kwok-stages.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return path
+
+
 @contextmanager
 def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = False,
                           timeout: float = STARTUP_TIMEOUT,
                           scheduler_config: Path | None = None,
-                          controllers: bool = False, audit_log: bool = False) -> Iterator[ControlPlane]:
+                          controllers: bool = False, audit_log: bool = False,
+                          job_pods_run_ms: int = 0) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver (+ kube-scheduler) (+ kube-controller-manager and kwok) on free loopback
     ports; stopped on exit, whatever happens inside the block. Yields once `/readyz` answers and
     bootstrap objects exist.
@@ -272,6 +288,11 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
     ``scheduler_config``: a KubeSchedulerConfiguration file to run kube-scheduler with (``--config``;
     implies ``scheduler``). kube-scheduler ignores ``--kubeconfig`` once it has ``--config``, so a copy
     with ``clientConnection.kubeconfig`` set to this control plane's kubeconfig is what it reads.
+
+    ``job_pods_run_ms``: how long kwok keeps a Job's Running pod before it succeeds, for pods without
+    the ``pod-complete.stage.kwok.x-k8s.io/delay`` annotation (default 0: at once, kwok's "fast"
+    stages). A pod that has succeeded leaves kube-scheduler's cache, so a group's pod affinity no
+    longer counts it: where Jobs stand for training runs (``make cluster``), their pods must run.
 
     ``audit_log``: kube-apiserver writes its audit log (JSON lines, level ``Metadata`` for every
     request: enough for the webhooks' ``auditAnnotations``) to ``workdir/audit.log``
@@ -371,7 +392,7 @@ def running_control_plane(bin_dir: Path, workdir: Path, *, scheduler: bool = Fal
             kwok_port = free_port()
             kwok_log = start("kwok", [
                 str(bin_dir / "kwok"), "--kubeconfig", str(kubeconfig), "--manage-all-nodes=true",
-                "--config", str(bin_dir / "kwok-stages.yaml"),
+                "--config", str(kwok_stages(bin_dir / "kwok-stages.yaml", workdir, job_pods_run_ms)),
                 "--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1",
                 "--server-address", f"127.0.0.1:{kwok_port}"])
             _wait("kwok", lambda: _healthz(kwok_port, tls=False), procs, timeout, kwok_log)

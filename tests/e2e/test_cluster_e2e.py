@@ -107,6 +107,10 @@ def test_make_cluster_is_a_rehearsal(tmp_path: Path) -> None:
                 break
             time.sleep(2)
         assert len(pods) >= 4, [p["metadata"]["name"] for p in pods]
+        # as training pods do, they run (kube-scheduler forgets a Succeeded pod, and the group's pod
+        # affinity with it: make cluster's kwok keeps Job pods Running an hour)
+        assert {p["status"].get("phase") for p in pods} <= {"Pending", "Running"}, \
+            {p["metadata"]["name"]: p["status"].get("phase") for p in pods}
         shown = k("-n", "training", "get", "pods", "-o", "wide", "-L", "gpu-admission.io/gpu-group").stdout
         groups = {row.split()[-1] for row in shown.splitlines()[1:] if row.startswith("llama-8b-pretrain")}
         assert len(groups) == 1 and groups.pop().startswith("llama-8b-pretrain-"), shown
