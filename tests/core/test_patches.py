@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.properties import examples
 
 from webhook.core.domain import GroupAffinity, Placement
+from webhook.core import patches
 from webhook.core.patches import build, has_group_term, narrowed, with_group_term
 from webhook.core.selection import pinned_values
 from webhook.core.workloads import escape, join
@@ -114,6 +115,31 @@ def test_patch_shapes(extra: dict[str, Any], expected: list[dict[str, Any]]) -> 
     assert ops == expected
     patched = jsonpatch.apply_patch(doc, ops)
     assert build("", patched["spec"], PLACEMENT) == []
+
+
+@pytest.mark.parametrize(("extra", "expected"), CASES)
+def test_remembered_ops_are_fresh_and_the_callers_own(extra: dict[str, Any], expected: list[dict[str, Any]]) -> None:
+    """The diff memo (:data:`patches.DIFFS`) answers what ``jsonpatch.make_patch`` answers, and every
+    caller gets ops of its own: changing one answer leaves the next intact."""
+    patches.DIFFS.clear()
+    first = build("", pod(extra)["spec"], PLACEMENT)
+    remembered = len(patches.DIFFS)
+    for op in first:
+        op["path"] = "/changed"
+        if isinstance(op.get("value"), dict):
+            op["value"]["changed"] = True
+    again = build("", pod(extra)["spec"], PLACEMENT)
+    assert again == expected
+    assert len(patches.DIFFS) == remembered  # answered from the memo, nothing new kept
+
+
+def test_a_pair_too_large_for_the_memo_is_diffed_without_it() -> None:
+    terms = [{"matchExpressions": [{"key": f"zone-{i}", "operator": "In", "values": ["x" * 40]}]} for i in range(400)]
+    doc = pod(required(*terms))
+    patches.DIFFS.clear()
+    ops = build("", doc["spec"], PLACEMENT)
+    assert len(ops) == 400 and len(patches.DIFFS) == 0
+    assert build("", jsonpatch.apply_patch(doc, ops)["spec"], PLACEMENT) == []
 
 
 def test_pointer_prefix_for_templates() -> None:

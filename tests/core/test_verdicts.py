@@ -121,13 +121,6 @@ def stamped(owner: dict[str, Any], template: dict[str, Any], rng: random.Random)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-
-
-
-
-"""The outcomes :func:`_replies` got as kept replies (encoded), for the property test to count."""
-
-
 @pytest.mark.parametrize(("owner", "template"), [(o, t) for _, o, t in TEMPLATES], ids=[i for i, _, _ in TEMPLATES])
 def test_copies_of_one_template_share_a_key_and_a_verdict(owner: dict[str, Any], template: dict[str, Any]) -> None:
     rng = random.Random(20261202)
@@ -147,8 +140,6 @@ def _verdict(pod: dict[str, Any]) -> list[Any]:
                      r.template.pointer) for r in judged.results])
         out.append(judged.secrets)
     return out
-
-
 
 
 def _pod(**spec: Any) -> dict[str, Any]:
@@ -243,11 +234,5 @@ def test_no_key_for_what_cannot_be_serialized() -> None:
 ])
 def test_controller_made(metadata: Any, made: bool) -> None:
     assert verdicts.controller_made({"kind": "Pod", "metadata": metadata}) is made
-
-
-
-
-
-
 
 

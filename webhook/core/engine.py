@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.core import configmaps, dra, inference, operators, patches, policy, templating, unknown_kinds, updates
 from webhook.core.domain import Decision, JSON, WorkloadProfile
@@ -80,13 +80,14 @@ def _metadata(obj: Any) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """What a door asks the core to judge: one object, as it arrived.
 
     The server builds one from an AdmissionReview, ``check`` from each document of its input; both
     then call :func:`judge`, so the live webhook and the CI checker run the same code for every
-    kind (pods, workloads, operator kinds, DRA claims) and every operation."""
+    kind (pods, workloads, operator kinds, DRA claims) and every operation. Immutable; a NamedTuple
+    rather than a frozen dataclass because the server builds one per review, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__`` (bench/NOTES.md)."""
 
     obj: Any
     operation: str = "CREATE"

@@ -20,6 +20,7 @@ that of the change: a hostile pod nested 900 levels deep elsewhere in its affini
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ import jsonpatch
 
 from webhook.core.domain import JSON, GroupAffinity, Placement
 from webhook.core.groups import GROUP_SIZE
+from webhook.core.memo import MARSHAL_VERSION, MISSING, Memo
 from webhook.core.selection import HOSTNAME, term_excludes, term_values
 from webhook.core.workloads import join
 
@@ -179,7 +181,31 @@ def diff(pointer: str, before: Any, after: Any) -> list[Op]:
             or isinstance(before, list) and isinstance(after, list)):
         return [{"op": "add", "path": pointer, "value": after}]
     bare_before, bare_after = _bare(before, after)
-    return [{**op, "path": pointer + op["path"]} for op in jsonpatch.make_patch(bare_before, bare_after).patch]
+    return [{**op, "path": pointer + op["path"]} for op in _diff_bare(bare_before, bare_after)]
+
+
+DIFFS: Memo[bytes] = Memo(1024)
+"""The ops of one bare pair (:func:`_bare`), by its content: most pods of one tier want the same
+affinity over the same (often absent) one, and ``jsonpatch.make_patch`` serializes every leaf it
+compares. Kept as :mod:`marshal` bytes, so every caller gets ops of its own to extend or change."""
+DIFF_KEY_MAX_BYTES = 16384
+"""A pair whose content is larger (an affinity of thousands of terms) is diffed without the memo."""
+
+
+def _diff_bare(bare_before: Any, bare_after: Any) -> list[Op]:
+    """``jsonpatch.make_patch(bare_before, bare_after)``'s ops (paths relative to the pair)."""
+    try:
+        key: bytes | None = marshal.dumps((bare_before, bare_after), MARSHAL_VERSION)
+    except ValueError:  # a value marshal cannot write (never from JSON): no memo
+        key = None
+    if key is not None and len(key) <= DIFF_KEY_MAX_BYTES:
+        kept = DIFFS.get(key)
+        if kept is not MISSING:
+            return marshal.loads(kept)  # type: ignore[arg-type,no-any-return]
+        ops: list[Op] = jsonpatch.make_patch(bare_before, bare_after).patch
+        DIFFS.put(key, marshal.dumps(ops, MARSHAL_VERSION))
+        return ops
+    return jsonpatch.make_patch(bare_before, bare_after).patch  # type: ignore[no-any-return]
 
 
 def _bare(before: Any, after: Any) -> tuple[Any, Any]:

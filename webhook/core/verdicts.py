@@ -58,10 +58,14 @@ a random suffix, in ``spec.volumes`` and in every container's ``volumeMounts``."
 PLACEHOLDER = "<per-copy>"
 
 
-def _without(mapping: Any, fields: frozenset[str]) -> Any:
-    if not isinstance(mapping, Mapping) or fields.isdisjoint(mapping):
+_NONE: frozenset[str] = frozenset()
+
+
+def _without(mapping: Any, fields: frozenset[str], more: frozenset[str] = _NONE) -> Any:
+    """``mapping`` with the values of ``fields`` and ``more`` replaced by :data:`PLACEHOLDER`."""
+    if not isinstance(mapping, Mapping) or fields.isdisjoint(mapping) and more.isdisjoint(mapping):
         return mapping
-    return {k: (PLACEHOLDER if k in fields else v) for k, v in mapping.items()}
+    return {k: (PLACEHOLDER if k in fields or k in more else v) for k, v in mapping.items()}
 
 
 def _volume_names(items: Any) -> Any:
@@ -120,10 +124,11 @@ def key(obj: Any) -> bytes | None:
     if isinstance(meta, Mapping):
         meta = _without(meta, PER_COPY_METADATA)
         registry = operators.REGISTRY
-        for field, per_copy in (("labels", PER_COPY_LABELS | registry.per_copy_labels),
-                                ("annotations", PER_COPY_ANNOTATIONS | registry.per_copy_annotations)):
+        for field, per_copy, operators_per_copy in (
+                ("labels", PER_COPY_LABELS, registry.per_copy_labels),
+                ("annotations", PER_COPY_ANNOTATIONS, registry.per_copy_annotations)):
             if isinstance(meta.get(field), Mapping):
-                meta = {**meta, field: _without(meta[field], per_copy)}
+                meta = {**meta, field: _without(meta[field], per_copy, operators_per_copy)}
         owners = meta.get("ownerReferences")
         if isinstance(owners, list):
             meta = {**meta, "ownerReferences": [_without(o, OWNER_PER_COPY) for o in owners]}
