@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from webhook.core.evolve import evolve
 from webhook.core import schemes, tiering
 from webhook.core.domain import MISPLACED, Fit, GpuProduct, LabelOption, Violation, WorkloadProfile, counted
 from webhook.core.fixes import FIX_BUDGET, fix_line
@@ -132,7 +133,7 @@ def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, c
     findings: list[Finding] = []
     warnings: list[str] = []
     judged = _judge(profile, template, settings, choice, pin, findings, warnings, inventory)
-    return replace(judged, findings=tuple(findings), warnings=tuple(warnings))
+    return evolve(judged, findings=tuple(findings), warnings=tuple(warnings))
 
 
 def _judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings, choice: TierChoice, pin: Pin,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import marshal
-from dataclasses import replace
+
 from typing import Any
 
+from webhook.core.evolve import evolve
 from webhook.core.configmaps import FILES
 from webhook.core.container_env import is_secret_name
 from webhook.core.domain import LaunchSpec
@@ -95,7 +96,7 @@ def _run_parser(launcher: Launcher, args: Sequence[str], ctx: Ctx, run: Invocati
     """Run one launcher's parser with the env the command line sees (script exports included)."""
     if run is not None and run.env:
         extra = {k: v for k, v in run.env if k not in ctx.withheld and not is_secret_name(k)}
-        ctx = replace(ctx, env={**ctx.env, **extra})
+        ctx = evolve(ctx, env={**ctx.env, **extra})
     b = Spec(ctx, launcher.framework, launcher.role)
     launcher.parse(args, b)
     b.generic_model()
@@ -150,7 +151,7 @@ def finish_spec(spec: LaunchSpec, notes: Sequence[str], ctx: Ctx) -> LaunchSpec:
                                       else _redact(source, ctx.env_values))
     changes["hidden"] = tuple(_redact(h, ctx.env_values) for h in spec.hidden)
     changes["notes"] = tuple(_redact(n, ctx.env_values) for n in all_notes)
-    return replace(spec, **changes)
+    return evolve(spec, **changes)
 
 
 def _redact(text: str, values: Sequence[str]) -> str:

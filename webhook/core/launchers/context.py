@@ -9,9 +9,10 @@ runs (postStart hook included).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.evolve import evolve
 from webhook.core.configmaps import FILES
 from webhook.core.container_env import container_env, env_sources, is_secret_name
 from webhook.core.launchers.files import mounted, written_files
@@ -123,7 +124,7 @@ def with_argvs(ctx: Ctx, runs: Sequence[Invocation], container: Mapping[str, Any
         argvs.extend(run.argv for run in extra)
     written = written_files(runs)
     files = {**ctx.files, **written} if written else ctx.files
-    return replace(ctx, argvs=tuple(argvs), files=files)
+    return evolve(ctx, argvs=tuple(argvs), files=files)
 
 
 def _post_start_command(container: Mapping[str, Any]) -> Any:
