@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import operators
-from webhook.core.memo import MARSHAL_VERSION
+from webhook.core.memo import MARSHAL_VERSION, MISSING, Memo
 
 PER_COPY_METADATA = frozenset({
     "name", "generateName", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
@@ -58,14 +58,25 @@ a random suffix, in ``spec.volumes`` and in every container's ``volumeMounts``."
 PLACEHOLDER = "<per-copy>"
 
 
-_NONE: frozenset[str] = frozenset()
-
-
-def _without(mapping: Any, fields: frozenset[str], more: frozenset[str] = _NONE) -> Any:
-    """``mapping`` with the values of ``fields`` and ``more`` replaced by :data:`PLACEHOLDER`."""
-    if not isinstance(mapping, Mapping) or fields.isdisjoint(mapping) and more.isdisjoint(mapping):
+def _without(mapping: Any, fields: frozenset[str]) -> Any:
+    """``mapping`` with the values of ``fields`` replaced by :data:`PLACEHOLDER`."""
+    if not isinstance(mapping, Mapping) or fields.isdisjoint(mapping):
         return mapping
-    return {k: (PLACEHOLDER if k in fields or k in more else v) for k, v in mapping.items()}
+    return {k: (PLACEHOLDER if k in fields else v) for k, v in mapping.items()}
+
+
+_SKIPPED: Memo[tuple[frozenset[str], frozenset[str]]] = Memo(8)
+"""The per-copy labels and annotations under each operator registry: Kubernetes' own joined with
+the operators' (:attr:`webhook.core.operators.Registry.per_copy_labels`), made once per registry
+rather than on every key (the registry is read at call time, so a test may swap it)."""
+
+
+def _skipped(registry: operators.Registry) -> tuple[frozenset[str], frozenset[str]]:
+    found = _SKIPPED.get(registry)
+    if found is MISSING:
+        found = (PER_COPY_LABELS | registry.per_copy_labels, PER_COPY_ANNOTATIONS | registry.per_copy_annotations)
+        _SKIPPED.put(registry, found)
+    return found  # type: ignore[return-value]
 
 
 def _volume_names(items: Any) -> Any:
@@ -123,12 +134,10 @@ def key(obj: Any) -> bytes | None:
     meta = obj.get("metadata")
     if isinstance(meta, Mapping):
         meta = _without(meta, PER_COPY_METADATA)
-        registry = operators.REGISTRY
-        for field, per_copy, operators_per_copy in (
-                ("labels", PER_COPY_LABELS, registry.per_copy_labels),
-                ("annotations", PER_COPY_ANNOTATIONS, registry.per_copy_annotations)):
+        labels, annotations = _skipped(operators.REGISTRY)
+        for field, per_copy in (("labels", labels), ("annotations", annotations)):
             if isinstance(meta.get(field), Mapping):
-                meta = {**meta, field: _without(meta[field], per_copy, operators_per_copy)}
+                meta = {**meta, field: _without(meta[field], per_copy)}
         owners = meta.get("ownerReferences")
         if isinstance(owners, list):
             meta = {**meta, "ownerReferences": [_without(o, OWNER_PER_COPY) for o in owners]}
