@@ -151,7 +151,8 @@ def test_every_descriptor_is_complete() -> None:
         assert k.source, k.kind
         assert "/" in k.api_version, k
     assert operators.REGISTRY.own_entry == {"LeaderWorkerSet"}
-    assert operators.REGISTRY.context_only == {"TrainingRuntime", "ClusterTrainingRuntime"}
+    assert operators.REGISTRY.context_only == {"TrainingRuntime", "ClusterTrainingRuntime", "ServingRuntime",
+                                               "ClusterServingRuntime"}
 
 
 def test_a_kind_described_twice_is_refused() -> None:

@@ -32,6 +32,21 @@ CASES = [
     # LWS size = pipeline 2: a leader and a worker of 4 GPUs (GetSize)
     pytest.param("kserve-llmisvc-llama-70b-pipeline.yaml", "LLMInferenceService", [("leader", 4, 2), ("worker", 4, 2)],
                  id="llmisvc-pipeline-2"),
+    # one trial (a PyTorchJob of 1 master + 1 worker) is one group; parallelTrialCount trials are separate groups
+    pytest.param("katib-experiment-llama-3.1-8b-lr.yaml", "Experiment", [("Master", 4, 2), ("Worker", 4, 2)],
+                 id="katib-pytorchjob-trial"),
+    # min-scale 2 independent replicas
+    pytest.param("knative-service-vllm-qwen2.5-7b.yaml", "Service", [("revision", 1, 1)], id="knative-min-scale-2"),
+    pytest.param("kfserving-isvc-llama-3.1-8b.yaml", "InferenceService", [("predictor", 1, 1)],
+                 id="kfserving-isvc-containers"),
+    # replicas 2 of one replica spec: one job
+    pytest.param("hyperpod-pytorchjob-llama-3.1-70b.yaml", "HyperPodPyTorchJob", [("pods", 8, 2)],
+                 id="hyperpod-2-pods"),
+    # the disabled service makes no NIMService
+    pytest.param("nimpipeline-rag-llama-3.1-8b.yaml", "NIMPipeline",
+                 [("llama-31-8b-instruct", 1, 1), ("embedqa-1b", 1, 1)], id="nimpipeline-2-enabled"),
+    # deploymentConfig.resources.gpu 2 per pod, replicas independent
+    pytest.param("vllmruntime-llama-3.1-8b-tp2.yaml", "VLLMRuntime", [("vllm", 2, 1)], id="vllmruntime-tp2"),
     pytest.param("kubeai-model-qwen2.5-7b-l4.yaml", "Model", [("server", 1, 1)], id="kubeai-profile-l4-1"),
     pytest.param("nimservice-llama-3.1-8b-instruct.yaml", "NIMService", [("service", 1, 1)], id="nimservice"),
     pytest.param("kaito-workspace-llama-3.3-70b-h100.yaml", "Workspace", [("inference", 8, 1)],
@@ -40,6 +55,16 @@ CASES = [
                  id="llmd-decode-prefill"),
     pytest.param("dynamo-graph-llama-3.3-70b-disagg.yaml", "DynamoGraphDeployment",
                  [("VllmDecodeWorker", 4, 1), ("VllmPrefillWorker", 4, 1)], id="dynamo-disagg"),
+    # each fleet replica is its own RayCluster: a GPU head + 1 worker = 2 pods per group, whatever the replicas
+    pytest.param("aibrix-rayclusterfleet-qwen2.5-72b.yaml", "RayClusterFleet", [("head", 4, 2), ("gpu-workers", 4, 2)],
+                 id="aibrix-fleet-per-cluster"),
+    # prefill: independent pods; decode: podGroupSize 2 (a PodSet of 2 pods)
+    pytest.param("aibrix-stormservice-llama-405b-pd.yaml", "StormService", [("prefill", 8, 1), ("decode", 8, 2)],
+                 id="aibrix-stormservice-podgroupsize-2"),
+    pytest.param("aibrix-podset-deepseek-v3.yaml", "PodSet", [("podset", 8, 2)], id="aibrix-podset-2"),
+    # the runtime's leader + worker (size 1) in the same file: a LeaderWorkerSet group of 2 pods
+    pytest.param("ome-isvc-deepseek-v3-multinode.yaml", "InferenceService",
+                 [("engine-leader", 8, 2), ("engine-worker", 8, 2)], id="ome-isvc-multinode"),
     pytest.param("lws-vllm-405b.yaml", "LeaderWorkerSet", [("leader", 8, 2), ("worker", 8, 2)], id="lws"),
     pytest.param("argo-workflow-eval.yaml", "Workflow", [("eval", 1, 1)], id="argo-generic"),
 ]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from webhook.core import hardware
 from webhook.core.hardware import Catalog, default_catalog, load_catalog
+from tests.edits import delete_at, set_at
 
 CAT = default_catalog()
 
@@ -41,6 +42,9 @@ def test_schemes_map_to_label_keys() -> None:
         "gke": "cloud.google.com/gke-accelerator",
         "karpenter": "karpenter.k8s.aws/instance-gpu-name",
         "amd": "amd.com/gpu.product-name",
+        "coreweave": "gpu.nvidia.com/class",
+        "vke": "machine.cluster.vke.volcengine.com/gpu-name",
+        "ack": "aliyun.accelerator/nvidia_name",
     }
     assert CAT.label_key("gke") == "cloud.google.com/gke-accelerator"
 
@@ -211,6 +215,27 @@ def test_exact_case_wins_over_case_insensitive() -> None:
         pytest.param("amd", "AMD_Instinct_MI300X_OAM", "MI300X", ("MI300X",), id="amd-mi300x"),
         pytest.param("gfd", "NVIDIA-A100-SXM4-80GB-SHARED", "A100-SXM4-80GB", ("A100-SXM4-80GB",),
                      id="gfd-named-through-suffix"),
+        # CoreWeave gpu.nvidia.com/class: every value its docs list for a catalog product
+        pytest.param("coreweave", "H100_NVLINK_80GB", "H100-SXM5-80GB", ("H100-SXM5-80GB",), id="coreweave-h100-hgx"),
+        pytest.param("coreweave", "H100_PCIE", "H100-PCIE-80GB", ("H100-PCIE-80GB",), id="coreweave-h100-pcie"),
+        pytest.param("coreweave", "A100_NVLINK_80GB", "A100-SXM4-80GB", ("A100-SXM4-80GB",),
+                     id="coreweave-a100-80-hgx"),
+        pytest.param("coreweave", "A100_NVLINK", "A100-SXM4-40GB", ("A100-SXM4-40GB",), id="coreweave-a100-40-hgx"),
+        pytest.param("coreweave", "A100_PCIE_80GB", "A100-PCIE-80GB", ("A100-PCIE-80GB",), id="coreweave-a100-80-pcie"),
+        pytest.param("coreweave", "A100_PCIE_40GB", "A100-PCIE-40GB", ("A100-PCIE-40GB",), id="coreweave-a100-40-pcie"),
+        pytest.param("coreweave", "Tesla_V100_NVLINK", "V100-SXM2-16GB", ("V100-SXM2-16GB",), id="coreweave-v100"),
+        pytest.param("coreweave", "A40", None, (), id="coreweave-card-the-catalog-lacks"),
+        pytest.param("coreweave", "H100SXM-80", None, (), id="coreweave-key-with-oris-vocabulary"),
+        pytest.param("coreweave", "NVIDIA-H100-80GB-HBM3", None, (), id="coreweave-not-gfd-spelling"),
+        # Volcano Engine VKE machine.cluster.vke.volcengine.com/gpu-name
+        pytest.param("vke", "Tesla-V100", "V100-SXM2-16GB", ("V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIE-32GB"),
+                     id="vke-v100-is-coarse"),
+        pytest.param("vke", "NVIDIA-L20", None, (), id="vke-l20-not-in-catalog"),
+        # Alibaba ACK aliyun.accelerator/nvidia_name
+        pytest.param("ack", "Tesla-V100-SXM2-16GB", "V100-SXM2-16GB", ("V100-SXM2-16GB",), id="ack-v100-16gb"),
+        pytest.param("ack", "tesla-v100-sxm2-16gb", "V100-SXM2-16GB", ("V100-SXM2-16GB",), id="ack-case"),
+        pytest.param("ack", "Tesla-V100-SXM2-16GB-SHARED", None, (), id="ack-has-no-gfd-suffixes"),
+        pytest.param("ack", "NVIDIA-A10", None, (), id="ack-value-no-source-confirms"),
     ],
 )
 def test_parse_label_other_schemes(scheme: str, value: str, product: str | None, named: tuple[str, ...]) -> None:
@@ -263,6 +288,10 @@ def _values(options: tuple[Any, ...]) -> list[str]:
         pytest.param("karpenter", ["A100-SXM4-40GB", "A100-SXM4-80GB", "L40S"], ["a100", "l40s"],
                      id="karpenter-a100-once"),
         pytest.param("amd", ["MI300X", "H100-SXM5-80GB"], ["AMD_Instinct_MI300X_OAM"], id="amd"),
+        pytest.param("coreweave", ["A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200", "L40S"],
+                     ["A100_NVLINK", "A100_NVLINK_80GB", "H100_NVLINK_80GB"], id="coreweave-hbm-tier"),
+        pytest.param("vke", ["V100-SXM2-32GB", "H100-SXM5-80GB"], ["Tesla-V100"], id="vke-coarse-v100"),
+        pytest.param("ack", ["V100-SXM2-16GB", "V100-SXM2-32GB"], ["Tesla-V100-SXM2-16GB"], id="ack-v100"),
         pytest.param("gfd", [], [], id="empty"),
     ],
 )
@@ -289,6 +318,15 @@ def test_karpenter_a100_spec_is_the_40gb_one() -> None:
 def test_karpenter_v100_spec_is_the_16gb_one() -> None:
     (opt,) = CAT.options(["V100-SXM2-32GB"], "karpenter")
     assert (opt.value, opt.spec.id) == ("v100", "V100-SXM2-16GB")
+
+
+def test_vke_v100_spec_is_the_weakest_of_every_v100() -> None:
+    """VKE's ``Tesla-V100`` says neither form factor nor memory: a node carrying it is sized as the
+    16 GB card on the PCIe link, the worst V100 it may be."""
+    (opt,) = CAT.options(["V100-SXM2-32GB"], "vke")
+    assert opt.value == "Tesla-V100" and opt.products == ("V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIE-32GB")
+    assert (opt.spec.memory_gib, opt.spec.interconnect) == (CAT.product("V100-SXM2-16GB").memory_gib, "pcie")
+    assert CAT.allreduce_latency_us(opt) == CAT.allreduce_us["V100-PCIE-32GB"]
 
 
 def test_coarse_value_with_no_single_weakest_product_gets_a_synthetic_spec() -> None:
@@ -354,22 +392,7 @@ def test_options_are_deterministic_and_order_free(ids: list[str], scheme: str, r
 # --------------------------------------------------------------------------- load_catalog validation
 
 
-def _set(path: tuple[Any, ...], value: Any) -> Any:
-    def mutate(data: dict[str, Any]) -> None:
-        target: Any = data
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
-    return mutate
-
-
-def _delete(path: tuple[Any, ...]) -> Any:
-    def mutate(data: dict[str, Any]) -> None:
-        target: Any = data
-        for key in path[:-1]:
-            target = target[key]
-        del target[path[-1]]
-    return mutate
+_set, _delete = set_at, delete_at
 
 
 @pytest.mark.parametrize(

@@ -92,7 +92,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("llamacpp-embedding", c(["llama-server", "-m", "/m/nomic-embed-text-v1.5.Q8_0.gguf", "--embedding"]),
      dict(kind="embedding", quantization="gguf-q8_0")),
     ("llamacpp-sh-c", sh("/app/llama-server -m /models/$F -ngl 99 --host 0.0.0.0", env={"F": "mistral-7b-instruct-v0.2.Q5_K_M.gguf"}),
-     dict(framework="llama.cpp", model="/models/mistral-7b-instruct-v0.2.Q5_K_M.gguf", quantization="gguf")),
+     dict(framework="llama.cpp", model="/models/mistral-7b-instruct-v0.2.Q5_K_M.gguf", quantization="gguf-q5_k_m")),
     # ---- TorchServe
     ("torchserve-models-mar", c(["torchserve", "--start", "--ncs", "--model-store", "/ms", "--models", "llama=llama-3-8b.mar"]),
      dict(framework="torchserve", role="inference", model="llama-3-8b", tensor_parallel=None)),

@@ -35,7 +35,8 @@ QWEN_SINGLE = first(DATA / "kserve-llmisvc-qwen2-7b-gpu-no-scheduler.yaml")
 QWEN_DP = first(DATA / "kserve-llmisvc-dp-ep-qwen3-30b.yaml")
 EXAMPLE_ISVC = first(ROOT / "examples" / "kserve-isvc-llama-70b-multinode.yaml")
 EXAMPLE_LLM = first(ROOT / "examples" / "kserve-llmisvc-llama-70b-pipeline.yaml")
-RT_CONTEXT = {("ServingRuntime", "", "kserve-huggingfaceserver-multinode"): MULTINODE_RT}
+RT_CONTEXT = {("serving.kserve.io/ServingRuntime", "", "kserve-huggingfaceserver-multinode"): MULTINODE_RT}
+"""As operators.context_of keys a runtime: by its group and kind (OME has a ServingRuntime too)."""
 
 
 def gpus(n: int) -> dict[str, Any]:
@@ -113,6 +114,16 @@ def test_kserve_templates_and_groups(obj: dict[str, Any], context: dict[tuple[st
 ])
 def test_pods_per_template(obj: dict[str, Any], role: str, pods: int) -> None:
     assert {f.role: f.pods for f in operators.templates(obj, {})}[role] == pods
+
+
+def test_an_ome_runtime_of_the_same_name_does_not_hide_kserves() -> None:
+    """OME's ServingRuntime (ome.io) shares the kind name: whichever comes last in the input, the
+    InferenceService finds KServe's."""
+    name = MULTINODE_RT["metadata"]["name"]
+    ome = {"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime", "metadata": {"name": name}, "spec": {}}
+    for objects in ([MULTINODE_RT, ome], [ome, MULTINODE_RT]):
+        results = judge(DOC_MULTINODE, S, context=operators.context_of(objects))
+        assert results[0].template.spec["containers"][0]["image"] == "kserve/huggingfaceserver:latest"
 
 
 def test_the_model_container_is_merged_with_its_runtime() -> None:

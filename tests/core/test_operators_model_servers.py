@@ -144,7 +144,8 @@ def test_kubeai_vllm_container_is_read_by_the_vllm_launcher() -> None:
 def test_kubeai_profile_pins_its_product_in_every_label_scheme() -> None:
     spec = judge(load("kubeai-model-llama-3.1-70b-fp8-h100.yaml"), S)[0].template.spec
     assert spec["nodeSelector"] == {GFD: "NVIDIA-H100-80GB-HBM3", "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
-                                    "karpenter.k8s.aws/instance-gpu-name": "h100"}
+                                    "karpenter.k8s.aws/instance-gpu-name": "h100",
+                                    "gpu.nvidia.com/class": "H100_NVLINK_80GB"}
 
 
 def test_kubeai_profile_pin_is_the_users_pin() -> None:
@@ -321,7 +322,8 @@ def test_kaito_template_affinity_is_replaced_by_the_label_selector_without_touch
     found = operators.templates(obj)[0]
     exprs = found.holder["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"]
-    assert {e["key"]: e["values"] for e in exprs} == {"apps": ["llm-inference"], GFD: ["NVIDIA-A100-80GB-PCIe"]}
+    assert {e["key"]: e["values"] for e in exprs} == {"apps": ["llm-inference"], GFD: ["NVIDIA-A100-80GB-PCIe"],
+                                                      "gpu.nvidia.com/class": ["A100_PCIE_80GB"]}
     assert found.synthesized and found.path == ("inference", "template")
     assert obj == before
 
@@ -477,10 +479,11 @@ def test_serve_config_hints_never_break_the_patch(metadata: dict[str, Any] | Non
     pytest.param("applications:\n- runtime_env:\n    env_vars: {MODEL_ID: meta-llama/Meta-Llama-3-8B-Instruct, "
                  "TENSOR_PARALLELISM: '2', PIPELINE_PARALLELISM: '2'}\n",
                  {"gpu-admission.io/model": "meta-llama/Meta-Llama-3-8B-Instruct",
-                  "gpu-admission.io/tensor-parallel": "2"}, True, id="env-vars-pp-noted"),
+                  "gpu-admission.io/tensor-parallel": "2", "gpu-admission.io/pipeline-parallel": "2"}, False,
+                 id="env-vars-tp-pp"),
     pytest.param("applications:\n- args: {llm_configs: [{model_loading_config: {model_id: a/b}}, "
                  "{model_loading_config: {model_id: c/d}}]}\n", {}, True, id="two-models-not-attributed"),
-    pytest.param("applications:\n- args: {llm_configs: [configs/llama.yaml]}\n", {}, False, id="config-file-path"),
+    pytest.param("applications:\n- args: {llm_configs: [configs/llama.yaml]}\n", {}, True, id="config-file-path-not-shown"),
     pytest.param("applications: [unclosed", {}, True, id="malformed-yaml"),
     pytest.param("[" * 100_000, {}, True, id="deep-nesting"),
     pytest.param("a: " + "x" * (ray.MAX_SERVE_CONFIG + 1), {}, True, id="oversize"),

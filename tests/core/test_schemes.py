@@ -10,7 +10,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from webhook.core import settings as settings_mod
+from webhook.core import pins, settings as settings_mod
 from webhook.core.engine import TemplateResult
 from tests.judging import judge
 
@@ -18,6 +18,9 @@ S = settings_mod.default()  # GFD scheme: nvidia.com/gpu.product
 GFD = "nvidia.com/gpu.product"
 GKE = "cloud.google.com/gke-accelerator"
 KARPENTER = "karpenter.k8s.aws/instance-gpu-name"
+COREWEAVE = "gpu.nvidia.com/class"
+VKE = "machine.cluster.vke.volcengine.com/gpu-name"
+ACK = "aliyun.accelerator/nvidia_name"
 
 
 def pod(model: str, gpus: int, *flags: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -46,6 +49,8 @@ def keys_pinned(obj: dict[str, Any]) -> set[str]:
 
 
 SMALL = ("meta-llama/Llama-3.1-8B-Instruct", 1)
+UNKNOWN_VALUES = {"nvidia-tesla-p4", "A40", "NVIDIA-L20", "NVIDIA-A10"}
+"""Values of known schemes the catalog does not know: warned about, never refused, nothing added."""
 BIG = ("meta-llama/Llama-3.1-70B-Instruct", 4, "--tensor-parallel-size", "4")
 
 CASES = [
@@ -72,6 +77,21 @@ CASES = [
                  {"karpenter.k8s.aws/instance-family"}, None, id="karpenter-family-g6-refused"),
     pytest.param(pod(*BIG, nodeSelector={"node.kubernetes.io/instance-type": "acme.gpu-mega"}), True,
                  [], {"node.kubernetes.io/instance-type"}, None, id="unknown-instance-type-kept-as-written"),
+    # issue 28: CoreWeave, Volcano Engine VKE and Alibaba ACK product labels, judged in their own scheme
+    pytest.param(pod(*BIG, **affinity(COREWEAVE, "H100_NVLINK_80GB")), True, [], {COREWEAVE}, COREWEAVE,
+                 id="coreweave-h100-70b-kept"),
+    pytest.param(pod(*BIG, **affinity(COREWEAVE, "Tesla_V100_NVLINK", "H100_NVLINK_80GB")), True, [], {COREWEAVE},
+                 COREWEAVE, id="coreweave-narrowed-in-its-own-scheme"),
+    pytest.param(pod(*BIG, **affinity(COREWEAVE, "Tesla_V100_NVLINK")), False, ["model-does-not-fit"], {COREWEAVE},
+                 None, id="coreweave-v100-70b-refused"),
+    pytest.param(pod(*BIG, nodeSelector={COREWEAVE: "A40"}), True, [], {COREWEAVE}, None,
+                 id="coreweave-unknown-value"),
+    pytest.param(pod(*BIG, nodeSelector={VKE: "Tesla-V100"}), False, ["model-does-not-fit"], {VKE}, None,
+                 id="vke-v100-70b-refused"),
+    pytest.param(pod(*BIG, nodeSelector={VKE: "NVIDIA-L20"}), True, [], {VKE}, None, id="vke-l20-unknown-value"),
+    pytest.param(pod(*BIG, **affinity(ACK, "Tesla-V100-SXM2-16GB")), False, ["model-does-not-fit"], {ACK}, None,
+                 id="ack-v100-70b-refused"),
+    pytest.param(pod(*BIG, nodeSelector={ACK: "NVIDIA-A10"}), True, [], {ACK}, None, id="ack-unknown-value"),
 ]
 
 
@@ -83,7 +103,7 @@ def test_a_pin_in_any_scheme_is_judged_and_never_doubled(obj: dict[str, Any], al
     assert [v.code for v in r.decision.violations] == codes
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), list(r.patch))
     assert keys_pinned(patched) == keys  # never a second scheme beside the user's
-    if obj["spec"].get("nodeSelector", {}).get(GKE) == "nvidia-tesla-p4" or "unknown" in str(obj["spec"]):
+    if "unknown" in str(obj["spec"]) or set(obj["spec"].get("nodeSelector", {}).values()) & UNKNOWN_VALUES:
         assert any(w.startswith("cannot tell which GPU") for w in r.decision.warnings), r.decision.warnings
     assert (r.decision.placement.label_key if r.decision.placement else None) == placement_key
 
@@ -104,6 +124,67 @@ def test_a_refusal_offers_values_of_the_users_scheme() -> None:
     assert v.path == "/spec/nodeSelector"
     fixed = pod(*BIG, nodeSelector={GKE: "nvidia-h100-80gb"})
     assert one(fixed).decision.allowed  # following the advice passes
+
+
+@pytest.mark.parametrize(("key", "wrong", "offered", "foreign"), [
+    pytest.param(COREWEAVE, "Tesla_V100_NVLINK", ["A100_NVLINK_80GB", "H100_NVLINK_80GB"],
+                 ["NVIDIA-", "nvidia-h100"], id="coreweave"),
+    pytest.param(VKE, "Tesla-V100", [], ["NVIDIA-", "_NVLINK"], id="vke-has-no-fitting-value"),
+    pytest.param(ACK, "Tesla-V100-SXM2-16GB", [], ["NVIDIA-", "_NVLINK"], id="ack-has-no-fitting-value"),
+])
+def test_a_refusal_in_a_new_scheme_speaks_that_scheme(key: str, wrong: str, offered: list[str],
+                                                      foreign: list[str]) -> None:
+    """A 70B TP4 pod pinned to V100s is refused in the pin's own scheme: the values it could take are
+    that scheme's (CoreWeave names the HGX A100s and H100), never another scheme's spelling; where the
+    scheme names no fitting card (VKE, ACK list only V100s) the fix says how much memory it needs."""
+    (v,) = one(pod(*BIG, **affinity(key, wrong))).decision.violations
+    assert v.code == "model-does-not-fit" and f"does not fit the pinned {key} [{wrong}]" in v.message
+    assert v.path.startswith("/spec/affinity")
+    advice = v.message.split("it fits")[-1] if offered else v.fix
+    for value in offered:
+        assert value in advice, advice
+    for spelling in foreign:
+        assert spelling not in advice, advice
+    if not offered:
+        assert "it fits" not in v.message and "GiB per GPU" in v.fix
+
+
+@pytest.mark.parametrize(("key", "value", "scheme", "products"), [
+    pytest.param(COREWEAVE, "A100_NVLINK_80GB", "coreweave", ("A100-SXM4-80GB",), id="coreweave"),
+    pytest.param(VKE, "Tesla-V100", "vke", ("V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIE-32GB"), id="vke-coarse"),
+    pytest.param(ACK, "Tesla-V100-SXM2-16GB", "ack", ("V100-SXM2-16GB",), id="ack"),
+])
+def test_a_pin_in_a_new_scheme_is_read_as_its_products(key: str, value: str, scheme: str,
+                                                       products: tuple[str, ...]) -> None:
+    pin = pins.read_pin({"nodeSelector": {key: value}}, catalog=S.catalog, label_key=S.label_key,
+                        scheme=S.label_scheme)
+    assert (pin.kind, pin.scheme, pin.key, pin.values, pin.products) == (pins.FOREIGN, scheme, key, (value,), products)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    pytest.param(COREWEAVE, "RTX_A6000", id="coreweave-card-not-in-catalog"),
+    pytest.param(VKE, "NVIDIA-L20", id="vke-l20"),
+    pytest.param(ACK, "NVIDIA-L20", id="ack-l20"),
+])
+def test_an_unknown_value_of_a_new_scheme_is_unreadable_not_wrong(key: str, value: str) -> None:
+    """As for GKE's ``nvidia-tesla-p4``: a value the catalog lacks is reported as unreadable (and
+    warned about by the policy), never read as "no pin" and never refused."""
+    pin = pins.read_pin({"nodeSelector": {key: value}}, catalog=S.catalog, label_key=S.label_key,
+                        scheme=S.label_scheme)
+    assert (pin.kind, pin.key, pin.values) == (pins.UNREADABLE, key, (value,))
+    assert pins.warning(pin) == f"cannot tell which GPU {key}={value} is: give an inventory"
+
+
+def test_a_policy_in_the_coreweave_scheme_places_in_it() -> None:
+    """The scheme is a policy scheme too: ``productLabel: gpu.nvidia.com/class`` derives ``coreweave``
+    and a 70B TP4 pod is pinned to the HGX values of its large-model tier."""
+    cw = settings_mod.from_mapping({"productLabel": COREWEAVE})
+    assert cw.label_scheme == "coreweave"
+    (r,) = judge(pod(*BIG), cw)
+    assert r.decision.allowed and r.decision.placement is not None
+    assert r.decision.placement.label_key == COREWEAVE
+    assert set(r.decision.placement.values) <= {"A100_NVLINK", "A100_NVLINK_80GB", "H100_NVLINK_80GB"}
+    assert "H100_NVLINK_80GB" in r.decision.placement.values
 
 
 def test_a_group_on_a_gke_cluster_uses_the_gke_key_as_topology() -> None:

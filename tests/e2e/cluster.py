@@ -59,7 +59,7 @@ def example_namespaces() -> set[str]:
     return found
 
 
-CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime"})
+CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterBaseModel", "ClusterServingRuntime"})
 """Example kinds whose objects have no namespace."""
 
 

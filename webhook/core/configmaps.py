@@ -45,6 +45,38 @@ def data_of(configmap: Any) -> Mapping[str, str] | None:
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+def context_lookup(context: Mapping[tuple[str, str, str], Any] | None, namespace: Any) -> Lookup | None:
+    """ConfigMap name -> data for the ConfigMaps of ``context`` (the input's other objects, keyed by
+    kind, namespace, name) in ``namespace`` (one written without a namespace matches any), or
+    ``None`` when the input holds none."""
+    if not context or not any(isinstance(key, tuple) and key[:1] == ("ConfigMap",) for key in context):
+        return None
+    ns = namespace if isinstance(namespace, str) else ""
+
+    def lookup(name: str) -> Mapping[str, str] | None:
+        return data_of(context.get(("ConfigMap", ns, name)) or context.get(("ConfigMap", "", name)))
+
+    return lookup
+
+
+def pod_files(spec: Any, lookup: Lookup) -> dict[str, str]:
+    """Mount path -> text of every ConfigMap file of the input any container of the pod ``spec``
+    mounts (the first container to mount a path wins): what a program the pod runs but no container
+    command names can read, such as the driver of a RayJob or a Ray Serve app's config."""
+    if not isinstance(spec, Mapping):
+        return {}
+    volumes = _configmap_volumes(spec.get("volumes"))
+    out: dict[str, str] = {}
+    for field in ("containers", "initContainers"):
+        items = spec.get(field)
+        for container in items[:MAX_ENTRIES] if isinstance(items, list) and volumes else ():
+            if isinstance(container, Mapping):
+                for path, text in _mounted_files(container, lookup, volumes).items():
+                    if len(out) < MAX_FILES:
+                        out.setdefault(path, text)
+    return out
+
+
 def materialize(spec: Mapping[str, Any], lookup: Lookup) -> Mapping[str, Any]:
     """``spec`` with every container's ConfigMap env resolved from ``lookup`` where it can be (a
     copy; ``spec`` itself when nothing refers to a ConfigMap that ``lookup`` knows)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from webhook.core.architecture import Architecture
+
 JSON = Any
 """A JSON-compatible value as decoded by ``json``/``yaml`` (dict, list, str, int, float, bool, None)."""
 
@@ -83,6 +85,9 @@ class LaunchSpec:
     unresolved: tuple[str, ...] = ()
     """Fields the launcher sets to something not visible at admission (``$(TP)`` from a ConfigMap,
     ``$((A * B))``): a default must not be taken for them when counting GPUs."""
+    architecture: Architecture | None = None
+    """The network's shape when the launch states it (Megatron ``--num-layers``/``--hidden-size``...,
+    NeMo ``model.num_layers=``...): sizes a model that no id names (:mod:`webhook.core.architecture`)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,8 @@ class ModelInfo:
     name_quantization: str | None = None
     """Quantization read off the name (``awq``, ``gptq``, ``fp8``, ``int4``, ``bnb-4bit``, ``gguf-q4_k_m``)."""
     source: str = "catalog"
-    """``catalog``, ``name`` (parsed from the id or path) or ``annotation``."""
+    """``catalog``, ``name`` (parsed from the id or path), ``architecture`` (estimated from the
+    launch's architecture flags) or ``annotation``."""
 
 
 @dataclass(frozen=True)

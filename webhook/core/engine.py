@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from webhook.core import configmaps, dra, inference, operators, patches, policy, templating, unknown_kinds, updates
+from webhook.core import (configmaps, dra, gpu_shares, inference, operators, patches, policy, templating,
+                          unknown_kinds, updates)
 from webhook.core.domain import Decision, JSON, WorkloadProfile
 from webhook.core.inventory import Inventory
 from webhook.core.placing import describe
@@ -158,9 +159,11 @@ def _templates(obj: Any, settings: Settings, *, mode: str, mutate: bool, prefix:
     leader: WorkloadProfile | None = None
     leaders = operators.REGISTRY.leaders(obj)
     lookup = _configmaps(obj, context)
+    shared = False
     for template in _job_groups(pod_templates(obj, prefix, context), settings.gpu_resources):
         read = replace(template, spec=configmaps.materialize(template.spec, lookup)) if lookup else template
-        inferred = inference.profile(read, gpu_resources=settings.gpu_resources, leader=leader)
+        inferred = inference.profile(read, gpu_resources=settings.gpu_resources, leader=leader,
+                                     holder=inference.holder_of(obj))
         if template.role in leaders:
             # an LWS leader, an MPI launcher (whose mpirun command names what the workers, sshd, run)
             leader = inferred.profile
@@ -176,10 +179,13 @@ def _templates(obj: Any, settings: Settings, *, mode: str, mutate: bool, prefix:
             ops = tuple(patches.build(template.pointer, template.spec, placement, decision.group,
                                       spec_pointer=template.spec_pointer,
                                       metadata=_written_metadata(obj, template.pointer[len(prefix):])))
+        slices = gpu_shares.judge(inferred.profile, read, settings)
+        if slices:  # MIG slices or a shared GPU, which no GPU count reads: said, as notes both doors show
+            template, shared = replace(template, notes=(*template.notes, *slices)), True
         if template.notes:  # what the kind's reader could not see (a runtime not in the input)
             decision = replace(decision, warnings=tuple(dict.fromkeys((*template.notes, *decision.warnings))))
         results.append(TemplateResult(template, inferred.profile, decision, ops))
-    if not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results) and not (
+    if not shared and not any(r.profile.gpus_per_pod > 0 or r.decision.violations for r in results) and not (
             isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"] in NOT_WORKLOADS):
         where = unknown_kinds.gpu_requests(obj)
         if where:
@@ -216,7 +222,7 @@ def templated(obj: Any, prefix: str, markers: tuple[templating.Marker, ...], mod
     ``check --strict`` fails on it, as on an unjudged object."""
     meta = _metadata(obj)
     kind = obj.get("kind") if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) else "object"
-    notes = tuple(m.describe() for m in markers)
+    notes = tuple(m.describe() for m in markers) + gpu_shares.launcher_statements(obj, prefix)
     template = PodTemplate(prefix, meta, {}, kind=kind, found=templating.FOUND, patchable=False, notes=notes)
     decision = Decision(allowed=True, mode=mode, tier=None, placement=None, violations=(),
                         warnings=(f"{templating.MESSAGE}: {templating.reason(markers)}",))

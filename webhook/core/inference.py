@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import launchers, models, sizing, training_memory
+from webhook.core import architecture, launchers, models, object_names, sizing, training_memory
 from webhook.core.counts import parse_count
 from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
 from webhook.core.groups import declared_size
@@ -26,11 +26,18 @@ PARAMS = PREFIX + "params"
 TENSOR_PARALLEL = PREFIX + "tensor-parallel"
 MAX_TENSOR_PARALLEL = 4096
 """The largest ``tensor-parallel`` annotation read as one; above it the annotation is invalid."""
+PIPELINE_PARALLEL = PREFIX + "pipeline-parallel"
+"""The pipeline-parallel size, when the launch does not show it (a Ray Serve LLM config's
+``pipeline_parallel_size``, put on the worker template by :mod:`webhook.core.operators.ray`); it wins
+over the launch's, as ``tensor-parallel`` does."""
 TIER = PREFIX + "tier"
 MODE = PREFIX + "mode"
 TRAINING_STRATEGY = PREFIX + "training-strategy"
 """The training strategy, when the launch does not show it (a torchrun script that wraps its model
 in FSDP itself): one of ``training_memory.STRATEGIES``; it makes the pod a training pod."""
+
+holder_of = object_names.holder
+"""The object holding a template, as :func:`profile` takes it (for the engine)."""
 
 DECLARE = ("set annotation gpu-admission.io/model to its Hugging Face id, or gpu-admission.io/params "
            "(e.g. \"7B\")")
@@ -96,9 +103,12 @@ def _name(container: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _model_info(template: PodTemplate, model: str | None, problems: list[Violation]) -> ModelInfo | None:
+def _model_info(template: PodTemplate, model: str | None, problems: list[Violation],
+                launch: LaunchSpec | None = None, notes: list[str] | None = None) -> ModelInfo | None:
     params_text = template.annotations.get(PARAMS)
     info = models.describe(model) if model else None
+    if info is None and params_text is None and launch is not None and launch.architecture is not None:
+        info = _from_architecture(model, launch.architecture, notes if notes is not None else [])
     if params_text is None:
         return info
     params = models.parse_params(params_text)
@@ -113,8 +123,24 @@ def _model_info(template: PodTemplate, model: str | None, problems: list[Violati
     return replace(base, params_b=params, active_params_b=None, source="annotation")
 
 
-def _tp_annotation(template: PodTemplate, problems: list[Violation]) -> int | None:
-    text = template.annotations.get(TENSOR_PARALLEL)
+def _from_architecture(model: str | None, arch: architecture.Architecture, notes: list[str]) -> ModelInfo | None:
+    """The size the launch's architecture flags give, when no catalog row or name does; the note says
+    it is an estimate and from what, so a wrong one is easy to spot and to overrule (``params``)."""
+    estimate = architecture.estimate(arch)
+    if estimate is None:
+        return None
+    assumed = f"; assumed {', '.join(estimate.assumed)}" if estimate.assumed else ""
+    active = f" ({estimate.active_params_b:.2f}B active)" if estimate.active_params_b is not None else ""
+    notes.append(f"model size {estimate.params_b:.2f}B{active} estimated from the architecture flags "
+                 f"({architecture.describe(arch)}{assumed}): set annotation {PARAMS} if it is wrong")
+    return ModelInfo(name=model or "(architecture flags)", params_b=estimate.params_b,
+                     active_params_b=estimate.active_params_b, layers=arch.layers, source="architecture")
+
+
+def _tp_annotation(template: PodTemplate, problems: list[Violation], key: str = TENSOR_PARALLEL) -> int | None:
+    """The positive count annotation ``key`` states (tensor or pipeline parallel), else None; a
+    malformed one is a problem."""
+    text = template.annotations.get(key)
     if text is None:
         return None
     size = parse_count(text, cap=MAX_TENSOR_PARALLEL, padded=True)
@@ -122,10 +148,42 @@ def _tp_annotation(template: PodTemplate, problems: list[Violation]) -> int | No
         return size
     problems.append(Violation(
         "invalid-annotation",
-        f"annotation {TENSOR_PARALLEL}={text[:40]!r} must be a positive integer, e.g. \"4\"",
-        _annotation_path(template, TENSOR_PARALLEL),
+        f"annotation {key}={text[:40]!r} must be a positive integer, e.g. \"4\"",
+        _annotation_path(template, key),
     ))
     return None
+
+
+def _name_hint(template: PodTemplate, holder: object_names.Holder | None, launch: LaunchSpec | None,
+               gpus: int, notes: list[str]) -> tuple[str | None, ModelInfo | None]:
+    """The model a template's labels or its object's name give (:mod:`webhook.core.object_names`),
+    for a GPU pod where nothing else names one; not for a training launch nor a job's pod
+    (``object_names.JOB_KINDS``), which are named after the base model they tune while their memory
+    depends on how they train. Nor for a pod of several GPUs whose split nothing states (no launcher
+    that states or implies it, no ``tensor-parallel`` annotation): sized over one GPU, a guessed model
+    would be refused where the server (a NIM picks its profile for the GPUs it gets) splits it; the
+    note names the model the name suggests and what to state instead."""
+    if launch is not None and launch.role == "training":
+        return None, None
+    found = object_names.hint(template.labels, holder)
+    if found is None:
+        return None, None
+    if gpus > 1 and TENSOR_PARALLEL not in template.annotations and not _split_stated(launch):
+        notes.append(f"{found.source} {found.model[:96]!r} suggests a {found.info.params_b:g}B model, not used: "
+                     f"how this pod's {gpus} GPUs split it is not stated; set annotations gpu-admission.io/model "
+                     f"and {TENSOR_PARALLEL}")
+        return None, None
+    notes.append(found.note(DECLARE))
+    return found.model, found.info
+
+
+def _split_stated(launch: LaunchSpec | None) -> bool:
+    """Whether a launch states (or its launcher implies) how its model is split over the pod's GPUs."""
+    if launch is None or "tensor_parallel" in launch.unresolved:
+        return False
+    traits = launcher_traits.of(launch.framework)
+    return (launch.tensor_parallel is not None or launch.uses_all_gpus or traits.shards_all_gpus
+            or traits.tp_assumed)
 
 
 _STRATEGY_FIELDS = ("training_strategy", "strategy_source", "training_offload", "distributed_optimizer", "peft")
@@ -227,32 +285,47 @@ def _unrecognised(launch: LaunchSpec | None, model: str | None, info: ModelInfo 
     return (f"{launch.framework or 'the launcher'} runs, but its model is not visible at admission: {DECLARE}",)
 
 
+def _inherited_unrecognised(leader: WorkloadProfile | None, info: ModelInfo | None, gpus: int) -> tuple[str, ...]:
+    """Why a GPU pod that runs its leader's launch has no model size: the leader's states its split
+    but no model (the leader's own note says why); said here too, so this pod is not left silent."""
+    if gpus <= 0 or info is not None or leader is None or leader.model is not None:
+        return ()
+    return (f"runs the launch of its group's leader ({leader.framework or 'a launcher'}), whose model is not "
+            f"visible at admission: {DECLARE}",)
+
+
 def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
-            leader: WorkloadProfile | None = None) -> Inferred:
+            leader: WorkloadProfile | None = None, holder: object_names.Holder | None = None) -> Inferred:
     """Infer the workload profile of one pod template.
 
     ``leader``: for the worker template of a multi-template group (LeaderWorkerSet), the leader's
     profile; workers usually carry no model flags and run the leader's model.
+    ``holder``: the object holding the template (``object_names.holder``): its name is the last
+    hint of the model.
     """
     problems: list[Violation] = []
     gpu_req = pod_gpus(template.spec, template.spec_pointer, gpu_resources)
     problems.extend(gpu_req.problems)
     launch, container, cut = _launch(template.spec, gpu_req.by_container or {})
-    inherited = launch is None and leader is not None and leader.model is not None
+    # a pod that runs no launcher of its own runs its leader's when the leader states a model or a split
+    # (an LWS worker of vLLM over Ray, of the TensorRT-LLM tutorials' mpirun: the leader starts its ranks)
+    inherited = launch is None and leader is not None and (leader.model is not None or leader.tp_declared)
 
     model = template.annotations.get(MODEL) or (launch.model if launch else None)
     if model is None and inherited:
         model = leader.model
-    info = _model_info(template, model, problems)
+    notes: list[str] = []
+    info = _model_info(template, model, problems, launch, notes)
+    if model is None and info is None and not inherited and gpu_req.gpus > 0:
+        model, info = _name_hint(template, holder, launch, gpu_req.gpus, notes)
 
     tp = _tp_annotation(template, problems)
     tp_declared = tp is not None
-    pp = launch.pipeline_parallel if launch else None
+    pp = _tp_annotation(template, problems, PIPELINE_PARALLEL) or (launch.pipeline_parallel if launch else None)
     framework = launch.framework if launch else None
     if launch is not None and tp is None and launch.tensor_parallel is not None:
         tp, tp_declared = launch.tensor_parallel, True
     pods = _group_pods(template, launch) if not inherited or leader is None else leader.pods
-    notes: list[str] = []
     dp = _data_parallel(launch, pods, notes)
     if inherited and leader is not None:
         framework = framework or leader.framework
@@ -284,7 +357,8 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
     parallel = _expert_data_parallel(launch, leader if inherited else None, tp, dp)
     kind = (launch.kind if launch else (leader.kind if inherited and leader else None)) \
         or (info.kind if info else None)
-    notes.extend(_unrecognised(launch, model, info, gpu_req.gpus) if not inherited else ())
+    notes.extend(_unrecognised(launch, model, info, gpu_req.gpus) if not inherited
+                 else _inherited_unrecognised(leader, info, gpu_req.gpus))
 
     prof = WorkloadProfile(
         framework=framework,

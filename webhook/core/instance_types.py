@@ -6,99 +6,160 @@ EKS ``p5.48xlarge``, SageMaker HyperPod ``ml.g5.8xlarge``, AKS ``Standard_ND96is
 name that is not (a CPU type, a new GPU type, a fractional vGPU size) is *unknown*, never wrong:
 :mod:`webhook.core.pins` then resolves it through the inventory or warns that it cannot tell.
 
-Only names whose GPU is one catalog product are listed. Left out on purpose: AWS g6f/gr6f, Azure
-NVads A10 v5 below the full card and GCP g4-standard-6/12/24 (a fraction of a GPU), Google
-Distributed Cloud ``-gdc`` machines (``a3-highgpu-1g-gdc`` is an H100 94GB, not the A3's 80GB),
-products the catalog does not have (T4G, Radeon Pro V520, RTX PRO 4500/6000, B300), and names whose
-product no source read for this table confirms (``a3-edgegpu-8g``, ``BM.GPU.B4.8``). Sources:
+The tables are data, ``data/instance-types.yaml`` (with the source of every entry and what is left
+out and why), so a new machine name is a data change. The file is read once, at import, and checked
+as :mod:`webhook.core.hardware` checks ``gpus.yaml``: an unknown or missing field, a product id the
+bundled catalog lacks, an upper-case Azure size or a GCE family of the wrong shape is a
+``ValueError`` naming the field, raised on import, so a broken file can never ship as a table that
+silently reads nothing. :func:`load` does the checking on any parsed document (the tests hand it
+broken ones).
 
-- AWS: aws/karpenter-provider-aws ``website/content/en/preview/reference/instance-types.md``
-  (``karpenter.k8s.aws/instance-gpu-name`` per instance type; p3 from the v1.12 copy).
-- SageMaker HyperPod: aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/values.yaml`` pins its
-  NVIDIA device plugin to ``ml.``-prefixed instance types; the GPU is the EC2 family's.
-- Azure: kubernetes/autoscaler ``cluster-autoscaler/cloudprovider/azure/azure_instance_gpu_sku.go``
-  (T4, A100 40GB/80GB/PCIe 80GB sizes) and MicrosoftDocs/azure-compute-docs
-  ``articles/virtual-machines/sizes/gpu-accelerated/includes/*-specs.md`` (ND H100 v5: H100 80GB with
-  NVLink; NC H100 v5: "PCIe H100 GPU (94GB)", the H100 NVL; ND H200 v5; ND MI300X v5).
-- OCI: oracle-quickstart/oci-gpu-quickstarts ``nvidia/H100/README-H100.md`` (eight 80 GB H100),
-  ``nvidia/H200/README-H200.md``, ``nvidia/B200/README-B200.md``; oracle-quickstart/oci-hpc-oke
-  ``README.md`` (BM.GPU4.8 and BM.GPU.A100-v2.8 are its A100 shapes).
-- GCP: GoogleCloudPlatform/cluster-toolkit ``modules/compute/gke-node-pool/gpu_definition.tf``
-  (a2, a3-highgpu, g2 -> accelerator type) and AI-Hypercomputer/xpk
-  ``src/xpk/core/system_characteristics.py`` (a3-mega, a3-ultra, a4, a4x).
-
-Pure: strings in, catalog product ids out.
+Pure apart from reading the bundled file: strings in, catalog product ids out.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from webhook.core import bundled
+from webhook.core.hardware import default_catalog
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+DATA_FILE = "instance-types.yaml"
 
-INSTANCE_FAMILIES: Mapping[str, str] = {
-    # AWS EC2 GPU instance family (the part before the first dot) -> catalog product id
-    "p4d": "A100-SXM4-40GB", "p4de": "A100-SXM4-80GB", "p5": "H100-SXM5-80GB", "p5e": "H200",
-    "p5en": "H200", "p6-b200": "B200", "g6e": "L40S", "g6": "L4", "gr6": "L4", "g5": "A10G", "g4dn": "T4",
-    "p3": "V100-SXM2-16GB", "p3dn": "V100-SXM2-32GB",
-}
-"""The EC2 families whose GPU is one product (Karpenter names p4d and p4de both ``a100``: the
-memory, 40960 vs 81920 MiB, tells them apart). Also what a Karpenter NodePool may launch
-(:mod:`webhook.core.nodepools`) and what a pin refused on EC2 is offered instead."""
+_FIELDS = ("sagemaker_prefix", "ec2_families", "azure_sizes", "oci_shapes", "gcp_machine_families")
+_GCP_FIELDS = ("product", "accelerator")
+_EC2_FAMILY = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+"""An EC2 family: what comes before the first dot of an instance type (``p5``, ``p6-b200``)."""
+_GCP_FAMILY = re.compile(r"[a-z][a-z0-9]*-[a-z]+")
+"""A GCE machine family: the series and the kind (``a3-highgpu``), the part :data:`_GCP_MACHINE` splits off."""
+_GCP_MACHINE = re.compile(r"([a-z][a-z0-9]*-[a-z]+)-([0-9]+g?)")
 
-SAGEMAKER_PREFIX = "ml."
+
+@dataclass(frozen=True)
+class InstanceTables:
+    """The instance-type tables of one checked document (read-only mappings, in file order)."""
+
+    sagemaker_prefix: str
+    ec2_families: Mapping[str, str]
+    azure_sizes: Mapping[str, str]
+    oci_shapes: Mapping[str, str]
+    gcp_machine_families: Mapping[str, str]
+    gcp_accelerators: Mapping[str, str]
+
+
+def load(data: Any, products: Collection[str]) -> InstanceTables:
+    """Check a parsed ``instance-types.yaml`` against the product ids ``products`` and build its tables.
+
+    Every problem is a ``ValueError`` that names the field (``azure_sizes.Standard_X: must be
+    lower-case``), because a table that quietly read nothing would turn every pin on it into "cannot
+    tell" with no hint why.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{DATA_FILE}: must be a mapping with {', '.join(_FIELDS)}")
+    for key in data:
+        if key not in _FIELDS:
+            raise ValueError(f"{key}: unknown field (known: {', '.join(_FIELDS)})")
+    for key in _FIELDS:
+        if key not in data:
+            raise ValueError(f"{key}: required field is missing")
+    prefix = data["sagemaker_prefix"]
+    if not isinstance(prefix, str) or not prefix.endswith(".") or len(prefix) < 2:
+        raise ValueError(f"sagemaker_prefix: must be a name ending in '.', got {prefix!r}")
+    ec2 = _table("ec2_families", data["ec2_families"], products)
+    for family in ec2:
+        if not _EC2_FAMILY.fullmatch(family):
+            raise ValueError(f"ec2_families.{family}: not an EC2 family (lower-case, no dot: p5, p6-b200)")
+    azure = _table("azure_sizes", data["azure_sizes"], products)
+    for size in azure:
+        if size != size.lower():
+            raise ValueError(f"azure_sizes.{size}: must be lower-case (Azure compares sizes case-insensitively)")
+    oci = _table("oci_shapes", data["oci_shapes"], products)
+    gcp, accelerators = _gcp(data["gcp_machine_families"], products)
+    return InstanceTables(prefix, ec2, azure, oci, gcp, accelerators)
+
+
+def _table(path: str, raw: Any, products: Collection[str]) -> Mapping[str, str]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValueError(f"{path}: must be a non-empty mapping of name -> catalog product id")
+    out: dict[str, str] = {}
+    for name, pid in raw.items():
+        if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+            raise ValueError(f"{path}.{name}: names must be non-empty strings without spaces")
+        out[name] = _product(f"{path}.{name}", pid, products)
+    return MappingProxyType(out)
+
+
+def _product(path: str, pid: Any, products: Collection[str]) -> str:
+    if not isinstance(pid, str) or pid not in products:
+        raise ValueError(f"{path}: unknown GPU product {pid!r} (not in gpus.yaml)")
+    return pid
+
+
+def _gcp(raw: Any, products: Collection[str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    path = "gcp_machine_families"
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValueError(f"{path}: must be a non-empty mapping of family -> {{product, accelerator}}")
+    families: dict[str, str] = {}
+    accelerators: dict[str, str] = {}
+    for family, entry in raw.items():
+        where = f"{path}.{family}"
+        if not isinstance(family, str) or not _GCP_FAMILY.fullmatch(family):
+            raise ValueError(f"{where}: not a GCE machine family (<series>-<kind>: a3-highgpu)")
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{where}: must be a mapping with {', '.join(_GCP_FIELDS)}")
+        for key in entry:
+            if key not in _GCP_FIELDS:
+                raise ValueError(f"{where}.{key}: unknown field (known: {', '.join(_GCP_FIELDS)})")
+        for key in _GCP_FIELDS:
+            if key not in entry:
+                raise ValueError(f"{where}.{key}: required field is missing")
+        accelerator = entry["accelerator"]
+        if not isinstance(accelerator, str) or not accelerator:
+            raise ValueError(f"{where}.accelerator: must be a GKE accelerator type, got {accelerator!r}")
+        families[family] = _product(f"{where}.product", entry["product"], products)
+        accelerators[family] = accelerator
+    return MappingProxyType(families), MappingProxyType(accelerators)
+
+
+def _bundled() -> InstanceTables:
+    text = bundled.text(DATA_FILE)
+    # the C parser when PyYAML has it, as for gpus.yaml: same document, less start-up time
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    return load(data, default_catalog().products)
+
+
+_TABLES = _bundled()
+
+INSTANCE_FAMILIES: Mapping[str, str] = _TABLES.ec2_families
+"""EC2 family (the part before the first dot) -> product; the EC2 families whose GPU is one product
+(Karpenter names p4d and p4de both ``a100``: the memory, 40960 vs 81920 MiB, tells them apart). Also
+what a Karpenter NodePool may launch (:mod:`webhook.core.nodepools`) and what a pin refused on EC2
+is offered instead, in this order."""
+
+SAGEMAKER_PREFIX: str = _TABLES.sagemaker_prefix
 """SageMaker (HyperPod, endpoints, training jobs) names an EC2 type with this prefix: ``ml.g5.8xlarge``."""
 
-AZURE_SIZES: Mapping[str, str] = {
-    # Azure VM size, lower-cased (Azure compares sizes case-insensitively, as cluster-autoscaler does) -> product
-    "standard_nc4as_t4_v3": "T4", "standard_nc8as_t4_v3": "T4", "standard_nc16as_t4_v3": "T4",
-    "standard_nc64as_t4_v3": "T4",
-    "standard_nd96asr_v4": "A100-SXM4-40GB", "standard_nd112asr_a100_v4": "A100-SXM4-40GB",
-    "standard_nd120asr_a100_v4": "A100-SXM4-40GB",
-    "standard_nd96asr_a100_v4": "A100-SXM4-40GB",  # Kaito's spelling of the ND A100 v4 size
-    "standard_nd96amsr_a100_v4": "A100-SXM4-80GB", "standard_nd112amsr_a100_v4": "A100-SXM4-80GB",
-    "standard_nd120amsr_a100_v4": "A100-SXM4-80GB",
-    "standard_nc24ads_a100_v4": "A100-PCIE-80GB", "standard_nc48ads_a100_v4": "A100-PCIE-80GB",
-    "standard_nc96ads_a100_v4": "A100-PCIE-80GB",
-    "standard_nc40ads_h100_v5": "H100-NVL", "standard_nc80adis_h100_v5": "H100-NVL",
-    "standard_nd96isr_h100_v5": "H100-SXM5-80GB", "standard_nd96isr_h200_v5": "H200",
-    "standard_nd96isr_mi300x_v5": "MI300X",
-    "standard_nv36ads_a10_v5": "A10", "standard_nv36adms_a10_v5": "A10", "standard_nv72ads_a10_v5": "A10",
-    "standard_nc8ads_a10_v4": "A10", "standard_nc16ads_a10_v4": "A10", "standard_nc32ads_a10_v4": "A10",
-}
-"""Azure sizes do not split into a family and a size the way EC2 names do (the A100 40GB size
-``Standard_ND96asr_v4`` does not even name its GPU), so they are listed one by one."""
+AZURE_SIZES: Mapping[str, str] = _TABLES.azure_sizes
+"""Azure VM size, lower-cased -> product. Azure sizes do not split into a family and a size the way
+EC2 names do (the A100 40GB size ``Standard_ND96asr_v4`` does not even name its GPU), so they are
+listed one by one."""
 
-OCI_SHAPES: Mapping[str, str] = {
-    # Oracle Cloud shape -> product (OKE writes the shape into node.kubernetes.io/instance-type)
-    "BM.GPU.H100.8": "H100-SXM5-80GB", "BM.GPU.H200.8": "H200", "BM.GPU.B200.8": "B200",
-    "BM.GPU.A100-v2.8": "A100-SXM4-80GB", "BM.GPU4.8": "A100-SXM4-40GB",
-    "BM.GPU.L40S.4": "L40S", "BM.GPU.MI300X.8": "MI300X",
-    "VM.GPU.A10.1": "A10", "VM.GPU.A10.2": "A10", "BM.GPU.A10.4": "A10",
-}
+OCI_SHAPES: Mapping[str, str] = _TABLES.oci_shapes
+"""Oracle Cloud shape -> product (OKE writes the shape into ``node.kubernetes.io/instance-type``)."""
 
-GCP_MACHINE_FAMILIES: Mapping[str, str] = {
-    # GCE accelerator-optimized machine family (the name without its "-<N>g" / "-<N>" size) -> product,
-    # through the accelerator type GKE writes into cloud.google.com/gke-accelerator (in brackets)
-    "a2-highgpu": "A100-SXM4-40GB",     # nvidia-tesla-a100
-    "a2-megagpu": "A100-SXM4-40GB",     # nvidia-tesla-a100
-    "a2-ultragpu": "A100-SXM4-80GB",    # nvidia-a100-80gb
-    "a3-highgpu": "H100-SXM5-80GB",     # nvidia-h100-80gb
-    "a3-megagpu": "H100-SXM5-80GB",     # nvidia-h100-mega-80gb
-    "a3-ultragpu": "H200",              # nvidia-h200-141gb
-    "a4-highgpu": "B200",               # nvidia-b200
-    "a4x-highgpu": "GB200",             # nvidia-gb200
-    "g2-standard": "L4",                # nvidia-l4
-}
-GCP_ACCELERATORS: Mapping[str, str] = {
-    "a2-highgpu": "nvidia-tesla-a100", "a2-megagpu": "nvidia-tesla-a100", "a2-ultragpu": "nvidia-a100-80gb",
-    "a3-highgpu": "nvidia-h100-80gb", "a3-megagpu": "nvidia-h100-mega-80gb", "a3-ultragpu": "nvidia-h200-141gb",
-    "a4-highgpu": "nvidia-b200", "a4x-highgpu": "nvidia-gb200", "g2-standard": "nvidia-l4",
-}
+GCP_MACHINE_FAMILIES: Mapping[str, str] = _TABLES.gcp_machine_families
+"""GCE accelerator-optimized machine family (the machine type without its ``-<N>g`` / ``-<N>`` size) -> product."""
+
+GCP_ACCELERATORS: Mapping[str, str] = _TABLES.gcp_accelerators
 """The ``cloud.google.com/gke-accelerator`` value of each family: the tests check that the catalog
-reads it as the product above, so the two tables cannot drift apart."""
-_GCP_MACHINE = re.compile(r"([a-z][a-z0-9]*-[a-z]+)-([0-9]+g?)")
+reads it as the product above, so the two files cannot drift apart."""
 
 
 def instance_product(value: str) -> str | None:

@@ -147,7 +147,8 @@ def parse_params(text: str | None) -> float | None:
 
 def quantization_from_name(model: str | None) -> str | None:
     """Quantization read off a name: canonical values 'awq', 'gptq', 'fp8', 'int8', 'int4',
-    'bnb-4bit', 'mxfp4', 'gguf-q4_k_m', 'gguf-q8_0', 'gguf' (other GGUF), 'nvfp4'.
+    'bnb-4bit', 'mxfp4', 'nvfp4', 'gguf-<llama.cpp type>' ('gguf-q4_k_m', 'gguf-q8_0', 'gguf-iq4_xs',
+    'gguf-f16', ...) or 'gguf' (a GGUF whose type the name does not show).
 
     e.g. 'TheBloke/Llama-2-70B-AWQ'->'awq', 'Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4'->'gptq',
     'unsloth/llama-3-8b-bnb-4bit'->'bnb-4bit', 'neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8'->'fp8',
@@ -161,6 +162,9 @@ def quantization_from_name(model: str | None) -> str | None:
     if text is None:
         return None
     lowered = text.lower()
+    gguf = _gguf_type(lowered)
+    if gguf is not None:
+        return gguf
     for pattern, canonical in _QUANT_RULES:
         if pattern.search(lowered):
             return canonical
@@ -175,10 +179,27 @@ def _word(body: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])", re.ASCII)
 
 
+_GGUF_QUANT_RE = _word(r"i?q[1-8](?:[_-](?:k|0|1|xxs|xs|s|m|l|nl)){0,2}")
+"""A llama.cpp tensor type as GGUF file names and Ollama tags write it (``Q4_K_M``, ``IQ4_XS``, ``q8_0``)."""
+_GGUF_FLOAT_RE = _word(r"bf16|f16|f32")
+_GGUF_WORD_RE = _word(r"gguf")
+
+
+def _gguf_type(lowered: str) -> str | None:
+    """``gguf-<type>`` for a llama.cpp type in the name (``...-Q5_K_M.gguf`` -> ``gguf-q5_k_m``), also
+    an unquantized GGUF (``...-f16.gguf`` -> ``gguf-f16``: 16 bits, not a 4-bit guess); None otherwise.
+
+    The type is what sizing needs: a Q6_K file is a third larger than a Q4_K_M one
+    (``sizing.GGUF_BITS``). A float type counts only beside the word ``gguf``: elsewhere ``f16``
+    says half precision, which is no quantization."""
+    m = _GGUF_QUANT_RE.search(lowered)
+    if m is None and _GGUF_WORD_RE.search(lowered):
+        m = _GGUF_FLOAT_RE.search(lowered)
+    return f"gguf-{m.group(0).replace('-', '_')}" if m is not None else None
+
+
 _QUANT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (_word(r"q4[_-]?k[_-]?m"), "gguf-q4_k_m"),
-    (_word(r"q8[_-]?0"), "gguf-q8_0"),
-    (_word(r"i?q[1-8](?:[_-](?:k|0|1|xxs|xs|s|m|l|nl)){0,2}"), "gguf"),
+    # a named llama.cpp type was taken by _gguf_type; a GGUF of no visible type is "gguf"
     (_word(r"gguf"), "gguf"),
     (_word(r"awq"), "awq"),
     (_word(r"gptq"), "gptq"),

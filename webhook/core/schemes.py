@@ -2,10 +2,11 @@
 
 Clusters are labelled by whoever runs them: GPU Feature Discovery (``nvidia.com/gpu.product``), GKE
 (``cloud.google.com/gke-accelerator``), Karpenter on EKS (``karpenter.k8s.aws/instance-gpu-name``),
-the AMD device plugin. A GKE tutorial pins ``cloud.google.com/gke-accelerator: nvidia-l4``; a policy
-in the GFD scheme that only read its own key would see no pin and add
-``nvidia.com/gpu.product In [...]`` beside it, a pod no GKE node without GFD labels can take,
-admitted in silence. So a pin in any scheme the catalog knows is read as the product pin it is and
+the AMD device plugin, CoreWeave (``gpu.nvidia.com/class``), Volcano Engine VKE, Alibaba ACK: every
+scheme of ``data/gpus.yaml``, so a new one is a data change. A GKE tutorial pins
+``cloud.google.com/gke-accelerator: nvidia-l4``; a policy in the GFD scheme that only read its own key
+would see no pin and add ``nvidia.com/gpu.product In [...]`` beside it, a pod no GKE node without
+GFD labels can take, admitted in silence. So a pin in any scheme the catalog knows is read as the product pin it is and
 judged: kept when its products fit the tier, narrowed in the same scheme when some do, refused with
 values of the same scheme when none does. The webhook never adds a pin in a second scheme.
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -67,6 +68,39 @@ def _norm(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 
 
+GGUF_BITS: Mapping[str, float] = {
+    # bits per weight of the whole file, ggml-org/llama.cpp tools/quantize/README.md
+    # (f4a71e707e2c0e041fb43be5a32659f364fc712d) "Quantization" table, measured on Llama-3.1-8B: the
+    # k-quant mixes keep some tensors at a wider type, so their figure is above the block type's
+    "iq1_s": 2.0042, "iq1_m": 2.1460, "iq2_xxs": 2.3824, "iq2_xs": 2.5882, "iq2_s": 2.7403,
+    "iq2_m": 2.9294, "iq3_xxs": 3.2548, "iq3_xs": 3.4977, "iq3_s": 3.6606, "iq3_m": 3.7628,
+    "iq4_xs": 4.4597, "iq4_nl": 4.6818, "q2_k_s": 2.9697, "q2_k": 3.1593, "q3_k_s": 3.6429,
+    "q3_k_l": 4.2979, "q4_k_s": 4.6672, "q4_k_m": 4.8944, "q5_k_s": 5.5704, "q5_k_m": 5.7036,
+    "q6_k": 6.5633, "q8_0": 8.5008,
+    # not in that table: Q3_K_M as Q3_K_L (the wider of its neighbours: never under-counted); the
+    # legacy block types from their block layout, ggml-org/llama.cpp ggml/src/ggml-common.h
+    # (aca2e6ce7909064dbfbf3bd168e9ad3db1826e6c): 32 weights per block with an fp16 scale (q4_0: 18
+    # bytes, q5_0: 22), or a scale and a min (q4_1: 20, q5_1: 24); f16, bf16 and f32 are plain floats
+    # (the table's 16.0005 for F16 is the file's metadata)
+    "q3_k_m": 4.2979, "q4_0": 4.5, "q4_1": 5.0, "q5_0": 5.5, "q5_1": 6.0,
+    "f16": 16.0, "bf16": 16.0, "f32": 32.0,
+}
+"""GGUF tensor types (``models.quantization_from_name`` gives ``gguf-<type>``) -> bits per weight."""
+GGUF_BYTES: Mapping[str, float] = {f"gguf-{k}": round(v / 8, 4) for k, v in GGUF_BITS.items()}
+_GGUF_WIDTH_RE = re.compile(r"gguf-i?q([1-8])")
+
+
+def _gguf_fallback(q: str) -> float:
+    """A ``gguf-...`` name the table does not list: the widest listed type of its bit width
+    (``gguf-q5_k_l`` as the widest 5-bit type), else Q4_K_M as for an unnamed type."""
+    m = _GGUF_WIDTH_RE.match(q)
+    if m is not None:
+        same = [v for k, v in GGUF_BITS.items() if k.lstrip("i").startswith(f"q{m.group(1)}")]
+        if same:
+            return round(max(same) / 8, 4)
+    return _QUANT_BYTES["gguf"]
+
+
 _DTYPE_BYTES: Mapping[str, float] = {_norm(k): v for k, v in {
     "fp32": 4.0, "float32": 4.0, "float": 4.0,
     "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0, "float16": 2.0, "half": 2.0,
@@ -87,9 +121,9 @@ _QUANT_BYTES: Mapping[str, float] = {_norm(k): v for k, v in {
     "bitsandbytes-fp4": 0.53, "nf4": 0.53,
     # 4-bit floating point with block scales
     "mxfp4": 0.53, "nvfp4": 0.56, "modelopt_fp4": 0.56, "fp4": 0.56,
-    # GGUF (llama.cpp bits per weight / 8)
-    "gguf": 0.6, "gguf-q4_k_m": 0.6, "gguf-q4_k_s": 0.57, "gguf-q4_0": 0.5625, "gguf-q5_k_m": 0.71,
-    "gguf-q6_k": 0.82, "gguf-q8_0": 1.06, "gguf-q3_k_m": 0.49, "gguf-q2_k": 0.42, "gguf-f16": 2.0,
+    # GGUF: a GGUF of unknown type as Q4_K_M, the type llama.cpp and Ollama pull by default
+    "gguf": GGUF_BYTES["gguf-q4_k_m"],
+    **GGUF_BYTES,
 }.items()}
 """Quantization names (launcher flags and name suffixes) -> bytes per parameter, scales included."""
 
@@ -137,7 +171,7 @@ def bytes_per_param(*, dtype: str | None, quantization: str | None, native_dtype
         if q in _QUANT_BYTES:
             return _QUANT_BYTES[q]
         if q.startswith("gguf"):
-            return _QUANT_BYTES["gguf"]
+            return _gguf_fallback(q)
     if native_dtype is not None:
         native = _norm(native_dtype)
         if native in _QUANT_BYTES:  # bf16/fp16/fp32 are not in it: those defer to --dtype
@@ -234,7 +268,7 @@ def _precision_by_rules(profile: WorkloadProfile) -> Precision:
     q = profile.quantization
     if isinstance(q, str) and _norm(q) not in _NO_QUANT:
         nq = _norm(q)
-        bpp = _QUANT_BYTES.get(nq) or (_QUANT_BYTES["gguf"] if nq.startswith("gguf") else None)
+        bpp = _QUANT_BYTES.get(nq) or (_gguf_fallback(nq) if nq.startswith("gguf") else None)
         if bpp is not None:
             named = models.quantization_from_name(profile.model) if isinstance(profile.model, str) else None
             source = "read off the model name" if named == q else "set by the launcher"

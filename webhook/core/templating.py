@@ -11,9 +11,10 @@ templated (render it first), unjudged, failing CI only under ``--strict``.
 Where a marker counts, exactly (``prefix`` + these paths, at any depth, so every kind is covered):
 
 - GPU quantities: an entry whose name is a GPU resource (one of the policy's ``gpuResources``, or
-  any name with ``gpu`` in it, as :mod:`webhook.core.unknown_kinds` counts GPU requests) in a mapping
-  under ``limits``, ``requests``, ``resources`` or ``resourcesPerNode``, whose value is empty
-  (null, ``""``) or holds a marker. These make any object templated.
+  any name with ``gpu`` in it or a MIG slice ``nvidia.com/mig-*``, as
+  :mod:`webhook.core.unknown_kinds` counts GPU requests) in a mapping under ``limits``,
+  ``requests``, ``resources`` or ``resourcesPerNode``, whose value is empty (null, ``""``) or holds
+  a marker. These make any object templated.
 - In an object that asks for GPUs (such a GPU quantity, or a GPU-sharing annotation): any other
   quantity under ``limits``/``requests`` that is empty or holds a marker (CPU and memory feed the
   NUMA check); any key or value at or under ``nodeSelector`` or ``affinity`` that holds a marker
@@ -36,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.unknown_kinds import MAX_DEPTH, MAX_NODES, gpu_requests
+from webhook.core.unknown_kinds import MAX_DEPTH, MAX_NODES, gpu_requests, is_gpu_name
 from webhook.core.workloads import NOT_WORKLOADS, escape
 
 FOUND = "templated"
@@ -93,7 +94,7 @@ def _is_empty(value: Any) -> bool:
 
 
 def _is_gpu(name: Any, gpu_resources: frozenset[str]) -> bool:
-    return isinstance(name, str) and (name in gpu_resources or "gpu" in name.lower())
+    return isinstance(name, str) and (name in gpu_resources or is_gpu_name(name))
 
 
 def _container(value: Any) -> bool:

@@ -10,8 +10,9 @@ close that gap:
   labels and annotations are then its own); Argo's single ``container`` with an image (template
   steps) is read as a one-container PodSpec with its siblings' node selection;
 - :func:`gpu_requests`: where an object asks for GPUs at all (a resource name with ``gpu`` in it
-  under ``limits``/``requests``/``resources``, a Dynamo-style ``gpu`` count, or a GPU-sharing
-  annotation), so an object whose GPUs no reader found can be reported as not judged.
+  or a MIG slice ``nvidia.com/mig-*`` under ``limits``/``requests``/``resources``, a Dynamo-style
+  ``gpu`` count, or a GPU-sharing annotation), so an object whose GPUs no reader found can be
+  reported as not judged.
 
 Both walks are bounded (nodes, depth, results), so a hostile document costs a bounded time.
 """
@@ -97,8 +98,14 @@ def templates(obj: Any) -> list[GenericSpec]:
     return found
 
 
-def _gpu_name(key: Any) -> bool:
-    return isinstance(key, str) and "gpu" in key.lower()
+MIG_PREFIX = "nvidia.com/mig-"
+"""MIG slices under the device plugin's ``mixed`` strategy (``nvidia.com/mig-3g.40gb``): a GPU
+request whose name holds no ``gpu`` (:mod:`webhook.core.gpu_shares`)."""
+
+
+def is_gpu_name(key: Any) -> bool:
+    """A resource (or annotation) name that asks for GPUs: ``gpu`` in it, or a MIG slice."""
+    return isinstance(key, str) and ("gpu" in key.lower() or key.startswith(MIG_PREFIX))
 
 
 def gpu_requests(obj: Any, limit: int = 3) -> tuple[str, ...]:
@@ -112,9 +119,10 @@ def gpu_requests(obj: Any, limit: int = 3) -> tuple[str, ...]:
         here = path[-1]
         if here in ("limits", "requests", "resources", "resourcesPerNode"):
             out.extend(_pointer((*path, k)) for k, v in value.items()
-                       if _gpu_name(k) and v not in (0, "0", None, "") and not isinstance(v, (Mapping, list)))
+                       if is_gpu_name(k) and v not in (0, "0", None, "") and not isinstance(v, (Mapping, list)))
         elif here == "annotations":
-            out.extend(_pointer((*path, k)) for k in value if _gpu_name(k) and not str(k).startswith("gpu-admission.io/"))
+            out.extend(_pointer((*path, k)) for k in value
+                       if is_gpu_name(k) and not str(k).startswith("gpu-admission.io/"))
     return tuple(out[:limit])
 
 

@@ -2,10 +2,11 @@
 
 Maps program basenames and python modules to a ``Launcher`` (framework, role, parser, required
 subcommand), and launcher images to the program their entrypoint runs. A python script no launcher
-wraps is recognised as Megatron/NeMo training, or as a ComfyUI/A1111 image server, from its path,
-its arguments and the image. ``mpirun`` is looked through only for the inference servers that are
-started that way (Triton with a TensorRT-LLM engine, ``trtllm-serve``); an MPI training job is left
-to its own launcher pod as before.
+wraps is recognised as Megatron/NeMo training, as a ComfyUI/A1111 image server, or as a launch
+script of a TensorRT-LLM engine (its TP and PP), from its path, its arguments and the image.
+``mpirun`` is looked through only for the inference servers that are started that way (Triton with
+a TensorRT-LLM engine, ``trtllm-serve``); an MPI training job is left to its own launcher pod as
+before.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from webhook.core.launchers.repository import (
     parse_torchserve,
     parse_triton,
     parse_tritonserver,
+    parse_trtllm_script,
     parse_ts_llm_launcher,
     triton_world,
+    trtllm_script,
 )
 from webhook.core.launchers.llm_servers import (
     parse_kserve,
@@ -41,6 +44,7 @@ from webhook.core.launchers.trainers import (
     TRL_COMMANDS,
     parse_accelerate,
     parse_deepspeed,
+    parse_hyperpodrun,
     parse_nemo_cli,
     parse_torchrun,
     parse_trl,
@@ -99,6 +103,7 @@ LAUNCHERS: dict[str, Launcher] = {
     "lmdeploy": Launcher("lmdeploy", "inference", parse_lmdeploy, ("serve", "api_server")),
     "ollama": Launcher("ollama", "inference", parse_ollama),
     "torchrun": _TORCHRUN,
+    "hyperpodrun": Launcher("torchrun", "training", parse_hyperpodrun),
     "torch.distributed.run": _TORCHRUN,
     "torch.distributed.launch": _TORCHRUN,
     "accelerate": Launcher("accelerate", "training", parse_accelerate, ("launch",)),
@@ -169,11 +174,16 @@ def detect(argv: Sequence[str], image: str = "") -> tuple[Launcher, tuple[str, .
 
 
 def _python_script(name: str, rest: tuple[str, ...], path: str, image: str) -> tuple[Launcher, tuple[str, ...]] | None:
-    """A bare ``python script.py``: an image server by its path/flags/image, or Megatron/NeMo."""
+    """A bare ``python script.py``: an image server by its path/flags/image, a TensorRT-LLM launch
+    script (``server.py leader --tp=2 --pp=8`` beside a ``tensorrtllm_backend`` model repository),
+    or Megatron/NeMo."""
     if name == "main.py" and is_comfyui(path, rest, image):
         return Launcher("comfyui", "inference", parse_comfyui), rest
     if name == "launch.py" and is_webui(path, rest, image):
         return _WEBUI, rest
+    trtllm = trtllm_script(path, rest, image)
+    if trtllm is not None:
+        return Launcher(trtllm, "inference", parse_trtllm_script), rest
     probe = Spec(EMPTY_CTX, "", "")
     kind = read_script_args(rest, probe, path=path)
     if kind:

@@ -5,22 +5,23 @@ ways: an env variable named ``MODEL_ID``, ``HF_MODEL_ID``, ``MODEL_NAME``, ``MOD
 ``MODEL_PATH``, or a ``--model``-style flag of the script. Reading that is a guess, so it is used
 only when nothing better was found, only for containers that request GPUs (``inference`` decides),
 and the spec says where the model was read and that the framework is unknown. Nothing is assumed
-about parallelism or role: TP and GPUs stay unknown unless annotated.
+about parallelism or role: TP and GPUs stay unknown unless annotated. A script that names no model
+but states its network's shape with the Megatron flags is sized from that shape (``arch_flags``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Sequence
 
 from webhook.core.launchers.container import finish_spec
-from webhook.core.launchers.context import context, with_argvs
-from webhook.core.launchers.flags import GENERIC_ENV, GENERIC_FLAGS
+from webhook.core.launchers.arch_flags import PREFIX, read_architecture
+from webhook.core.launchers.context import Ctx, context, with_argvs
+from webhook.core.launchers.flags import GENERIC_ENV, GENERIC_FLAGS, SCRIPT_FLAGS
 from webhook.core.launchers.scan import scan
 from webhook.core.domain import LaunchSpec
 from webhook.core.launchers.spec import Spec
-from webhook.core.shell import invocations
-
+from webhook.core.shell import Invocation, invocations
 
 
 def parse_env_model(container: Mapping[str, Any]) -> LaunchSpec | None:
@@ -55,8 +56,25 @@ def parse_env_model(container: Mapping[str, Any]) -> LaunchSpec | None:
                 b.set("model", raw, source)
                 break
     if not b.mentioned("model"):
-        return None
+        return _architecture_only(b, runs, notes, ctx)
     if "model" in b.fields:
         # names only: the value is an env value, and messages never carry those
         b.note(f"no known launcher runs: the model was read from {source}; framework and parallelism unknown")
     return finish_spec(b.build(), notes, ctx)
+
+
+def _architecture_only(b: Spec, runs: Sequence[Invocation], notes: Sequence[str], ctx: Ctx) -> LaunchSpec | None:
+    """A script that names no model but states its network's shape (``python train.py --num-layers
+    24 --hidden-size 2048 ...``, the Megatron spellings): the shape sizes it; None when no run does."""
+    for run in runs[:16]:
+        found = scan(run.argv[1:], SCRIPT_FLAGS)
+        shape = {k: v for k, v in found.values.items() if k.startswith(PREFIX)}
+        if not shape:
+            continue
+        read_architecture(shape, b)
+        program = run.argv[0].rsplit("/", 1)[-1][:64]
+        if "architecture" in b.fields:
+            b.note(f"no known launcher runs: the network's shape was read from the flags of {program}; "
+                   f"framework and parallelism unknown")
+        return finish_spec(b.build(), notes, ctx)
+    return None

@@ -249,6 +249,25 @@ TRITON_FLAGS = _table(
     ("--multi-model --oversubscribe --disable-spawn-processes --no-mpi --log", "", B),
 )
 
+TRTLLM_SCRIPT_FLAGS = _table(
+    # A TensorRT-LLM engine served by a launch script of its own (``python3 server.py leader --tp=2
+    # --pp=8 ...``): triton-inference-server/tutorials Deployment/Kubernetes/
+    # TensorRT-LLM_Multi-Node_Distributed_Models/containers/server.py @ 5dd47254fbc4d4267a3cbd8809f211cf438ffa3d
+    # (argparse: mode, --model, --dt, --pp, --tp, both default 1; the leader runs mpirun -np TP*PP
+    # tritonserver) and its LWS adaptation kubernetes-sigs/lws docs/examples/tensorrt-llm/build/server.py
+    # @ 4aaf9d50f5422da7bf395a4494c8078bb11ead21 (--triton_model_repo_dir, --gpu_per_node,
+    # --stateful_set_group_key); the long spellings are trtllm-serve's (tensorrt_llm/commands/serve.py).
+    # ``--tp_size``/``--pp_size`` are deliberately absent: TensorRT-LLM's convert_checkpoint.py takes them
+    # for the checkpoint it writes (lws install_model.sh above runs it with --tp_size 8 --pp_size 2), and
+    # a converter is no server.
+    ("--tp --tensor-parallel-size", "tensor_parallel", V),
+    ("--pp --pipeline-parallel-size", "pipeline_parallel", V),
+    ("--model", "model", V),
+    ("--dt", "dtype", V),
+    ("--triton-model-repo-dir --gpu-per-node --stateful-set-group-key --namespace --deployment", "", V),
+    ("--verbose --iso8601 --multinode --noconvert --enable-nsys", "", B),
+)
+
 KSERVE_FLAGS = {
     **VLLM_FLAGS,
     **_table(
@@ -377,6 +396,27 @@ SCRIPT_FLAGS = _table(
     ("--load-in-8bit --use-8bit-quantization", "load_in_8bit", OB),
     ("--quantization-bit", "quantization_bit", V),
     ("--finetuning-type", "finetuning_type", V),
+    # the network's shape (launchers.arch_flags): NVIDIA/Megatron-LM megatron/training/arguments.py
+    # (000c4ac24f61159c138b0975def722c65245983c) _add_network_size_args, _add_tokenizer_args,
+    # _add_moe_args; --group-query-attention, --swiglu and --untie-... are store_true switches
+    ("--num-layers", "arch.layers", V),
+    ("--hidden-size", "arch.hidden", V),
+    ("--num-attention-heads", "arch.heads", V),
+    ("--num-query-groups", "arch.query_groups", V),
+    ("--group-query-attention", "arch.gqa", B),
+    ("--kv-channels", "arch.kv_channels", V),
+    ("--ffn-hidden-size", "arch.ffn", V),
+    ("--swiglu", "arch.gated", B),
+    ("--vocab-size", "arch.vocab", V),
+    ("--padded-vocab-size", "arch.padded_vocab", V),
+    ("--untie-embeddings-and-output-weights", "arch.untied", B),
+    ("--num-experts", "arch.experts", V),
+    ("--moe-ffn-hidden-size", "arch.moe_ffn", V),
+    ("--moe-router-topk", "arch.top_k", V),
+    ("--moe-layer-freq", "arch.moe_every", V),
+    ("--moe-shared-expert-intermediate-size", "arch.shared_expert_ffn", V),
+    ("--multi-latent-attention", "arch.mla", B),
+    ("--encoder-num-layers --decoder-num-layers", "arch.enc_dec", V),
 )
 
 GENERIC_ENV = ("MODEL_ID", "HF_MODEL_ID", "MODEL_NAME", "MODEL", "MODEL_PATH")
@@ -401,3 +441,24 @@ HYDRA_KEYS: tuple[tuple[str, str], ...] = (
     ("trainer.precision", "precision"),
     ("model.restore_from_path", "model"),
 )
+
+ARCH_HYDRA_KEYS: tuple[tuple[str, str], ...] = (
+    # (key, architecture field): NeMo 1 model config keys, e.g. NVIDIA/NeMo
+    # examples/nlp/language_modeling/conf/megatron_llama_config.yaml
+    # (fec822132a91ddf7ed7b9bf196b5efcb96827cb9): num_layers, hidden_size, ffn_hidden_size,
+    # num_attention_heads, num_query_groups ("If None, normal attention is used"), kv_channels,
+    # activation ('fast-swiglu', ...), share_embeddings_and_output_weights; the MoE keys are
+    # Megatron-core TransformerConfig's (num_moe_experts, moe_ffn_hidden_size, moe_router_topk)
+    ("model.num_layers", "arch.layers"),
+    ("model.hidden_size", "arch.hidden"),
+    ("model.num_attention_heads", "arch.heads"),
+    ("model.num_query_groups", "arch.query_groups"),
+    ("model.kv_channels", "arch.kv_channels"),
+    ("model.ffn_hidden_size", "arch.ffn"),
+    ("model.activation", "arch.activation"),
+    ("model.share_embeddings_and_output_weights", "arch.shared_embeddings"),
+    ("model.num_moe_experts", "arch.experts"),
+    ("model.moe_ffn_hidden_size", "arch.moe_ffn"),
+    ("model.moe_router_topk", "arch.top_k"),
+)
+"""NeMo Hydra overrides (``model.num_layers=32``) that state the network's shape."""

@@ -1,6 +1,7 @@
 """llama.cpp ``llama-server``: a GGUF model from a path or a Hugging Face repo, split over GPUs.
 
-Flags and env twins as documented in ggml-org/llama.cpp tools/server/README.md:
+Flags and env twins as documented in ggml-org/llama.cpp tools/server/README.md
+(25d5b0c53f9a146f3d7a99a18610d9d623b5041e):
 
 - model: ``-m/--model FNAME`` (``LLAMA_ARG_MODEL``); ``-hf/-hfr/--hf-repo <user>/<model>[:quant]``
   (``LLAMA_ARG_HF_REPO``), whose quant "default[s] to Q4_K_M"; ``-hff/--hf-file FILE``
@@ -11,10 +12,14 @@ Flags and env twins as documented in ggml-org/llama.cpp tools/server/README.md:
 - ``--embedding(s)``/``--reranking`` serve an encoder.
 
 llama.cpp has no tensor parallelism in the vLLM sense: with the default split the layers (and so the
-weights) are spread over every visible GPU. That is recorded as ``uses_all_gpus`` (weights / GPUs
-per GPU, what fit and placement need), ``-sm none`` as one GPU, ``-ts`` as the GPUs it names. The
-quantization comes from the GGUF file name (``models.quantization_from_name``), or Q4_K_M for a
-bare ``--hf-repo``.
+weights) are spread over every visible GPU, each GPU holding its share of the layers and their KV.
+For sizing and placement that is what tensor parallelism is to this engine: the weights divided
+over N GPUs of one pod, which must all fit their share, and a multi-GPU pod to pin to one product.
+So it is recorded as ``uses_all_gpus`` (the profile's TP becomes the pod's GPU count), ``-sm none``
+as one GPU, ``-ts`` as the GPUs it gives a non-zero share. The model's name and size come from the
+GGUF file name through the catalog and name rules (``models.describe``); its quantization from the
+type in that name (``models.quantization_from_name``: ``gguf-q5_k_m``, ``gguf-f16``...), sized with
+llama.cpp's own bits-per-weight table (``sizing.GGUF_BITS``), or Q4_K_M for a bare ``--hf-repo``.
 """
 
 from __future__ import annotations

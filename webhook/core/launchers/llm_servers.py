@@ -21,6 +21,7 @@ from webhook.core.launchers.flags import (
     VLLM_FLAGS,
 )
 from webhook.core.launchers.parallel import read_sglang_parallel, read_vllm_parallel
+from webhook.core.launchers import server_config
 from webhook.core.launchers.scan import is_flag, scan, truthy
 from webhook.core.launchers.spec import Spec
 from webhook.core.models import quantization_from_name
@@ -46,7 +47,7 @@ def _set_positional_model(b: Spec, model: str | None, source: str) -> None:
 def parse_vllm_serve(args: Sequence[str], b: Spec) -> None:
     """``vllm serve [MODEL] [flags]`` (and the vllm/vllm-openai image's entrypoint)."""
     model, rest = _leading_positional(args)
-    found = scan(rest, VLLM_FLAGS)
+    found = scan(server_config.merged(rest, b, server="vLLM"), VLLM_FLAGS)
     b.apply(found, label="vLLM")
     if model is None and found.positionals:
         model = found.positionals[0]
@@ -56,7 +57,7 @@ def parse_vllm_serve(args: Sequence[str], b: Spec) -> None:
 
 def parse_vllm_module(args: Sequence[str], b: Spec) -> None:
     """``python -m vllm.entrypoints.openai.api_server --model X``: no positional model."""
-    found = scan(args, VLLM_FLAGS)
+    found = scan(server_config.merged(args, b, server="vLLM"), VLLM_FLAGS)
     b.apply(found, label="vLLM")
     read_vllm_parallel(found, b)
 
@@ -97,7 +98,7 @@ def parse_tgi(args: Sequence[str], b: Spec) -> None:
 
 def parse_sglang(args: Sequence[str], b: Spec) -> None:
     """SGLang: ``--tp`` counts GPUs across all nodes of the group; DP and EP in ``parallel``."""
-    found = scan(args, SGLANG_FLAGS)
+    found = scan(server_config.merged(args, b, server="SGLang"), SGLANG_FLAGS)
     b.apply(found, label="SGLang")
     read_sglang_parallel(found, b)
 

@@ -3,8 +3,9 @@
 Their command lines name a directory (``--model-repository``, ``--model-store``), not a model, so
 the model and its parallelism are usually invisible at admission. The parsers say what they can
 (the archive names TorchServe is told to load, the MPI world size of a TensorRT-LLM engine, the
-model TorchServe's LLM launcher is given) and otherwise leave a note naming the annotations that
-declare it, so the pod is never judged as "nothing runs here".
+TP and PP a TensorRT-LLM launch script is given, the model TorchServe's LLM launcher is given) and
+otherwise leave a note naming the annotations that declare it, so the pod is never judged as
+"nothing runs here".
 
 Sources: triton-inference-server/server src/command_line_parser.cc (``--model-store``
 "Equivalent to --model-repository", which "may be specified multiple times");
@@ -14,14 +15,25 @@ docs/configuration.md (``--model-store``, ``--models``, ``--ts-config``; env ``T
 wins over the flag), docker/dockerd-entrypoint.sh (the image runs ``torchserve --start --ts-config
 /home/model-server/config.properties``) and ts/llm_launcher.py (``--model_id``, default
 ``meta-llama/Meta-Llama-3.1-8B-Instruct``; the vLLM engine takes ``tensor_parallel_size =
-torch.cuda.device_count()``, the TensorRT-LLM engine builds a 1-GPU checkpoint).
+torch.cuda.device_count()``, the TensorRT-LLM engine builds a 1-GPU checkpoint); the TensorRT-LLM launch
+scripts of triton-inference-server/tutorials (Deployment/Kubernetes/TensorRT-LLM_Multi-Node_Distributed_Models/
+containers/server.py @ 5dd47254fbc4) and kubernetes-sigs/lws (docs/examples/tensorrt-llm/build/server.py
+@ 4aaf9d50f542): ``leader --tp N --pp M`` runs ``mpirun -np N*M tritonserver`` over the group's pods,
+``worker`` only waits for it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
-from webhook.core.launchers.flags import TORCHSERVE_FLAGS, TRITON_FLAGS, TRITONSERVER_FLAGS, TS_LLM_FLAGS
+from webhook.core.launchers.flags import (
+    TORCHSERVE_FLAGS,
+    TRITON_FLAGS,
+    TRITONSERVER_FLAGS,
+    TRTLLM_SCRIPT_FLAGS,
+    TS_LLM_FLAGS,
+)
 from webhook.core.launchers.programs import base
 from webhook.core.launchers.scan import flag_values, scan
 from webhook.core.launchers.spec import Parser, Spec
@@ -69,6 +81,48 @@ def triton_world(ranks: int) -> Parser:
         parse_tritonserver(args, b)
 
     return parse
+
+
+_TRTLLM_RE = re.compile(r"tensorrt[_-]?llm|(?<![a-z0-9])trt[_-]?llm", re.IGNORECASE)
+"""What names TensorRT-LLM in a path, a value or an image: ``tensorrtllm_backend`` (the Triton backend's
+repository, whose ``all_models/inflight_batcher_llm`` is the model repository its tutorials serve),
+``tensorrt_llm``, the NGC ``tritonserver:<yy.mm>-trtllm-python-py3`` tag, ``trtllm-...``."""
+_TRITON_RE = re.compile(r"triton|tensorrtllm[_-]?backend", re.IGNORECASE)
+_SCANNED = 256
+"""Tokens of a script's command line searched for those names (the rest is not read)."""
+
+
+def trtllm_script(path: str, args: Sequence[str], image: str) -> str | None:
+    """The framework of a python launch script that serves a TensorRT-LLM engine, or None.
+
+    Such scripts (the Triton tutorials' ``server.py leader --tp=2 --pp=8``) are each deployment's own, so
+    their ``--tp``/``--pp`` mean tensor and pipeline parallelism only because TensorRT-LLM is what they
+    run: they are read when the script's path, its arguments or the image name TensorRT-LLM (a
+    ``--tp`` of any other script may mean anything) and when they state a split at all (the LWS
+    ``server.py worker`` states none: it waits for the leader's ``mpirun`` to start its ranks, so the
+    pod runs its leader's launch). ``triton-trtllm`` when Triton is named too, else ``tensorrt-llm``.
+    """
+    words = [path[:512], image[:512], *(a[:512] for a in args[:_SCANNED])]
+    if not any(_TRTLLM_RE.search(w) for w in words):
+        return None
+    found = scan(args[:_SCANNED], TRTLLM_SCRIPT_FLAGS)
+    if "tensor_parallel" not in found.values and "pipeline_parallel" not in found.values:
+        return None
+    return "triton-trtllm" if any(_TRITON_RE.search(w) for w in words) else "tensorrt-llm"
+
+
+def parse_trtllm_script(args: Sequence[str], b: Spec) -> None:
+    """A TensorRT-LLM launch script (:func:`trtllm_script`): ``--tp``/``--pp`` (and trtllm-serve's
+    long spellings) are the engine's split over every pod of the group (the tutorials' leader runs
+    ``mpirun -np TP*PP tritonserver`` over the group's pods); ``--model`` the checkpoint it converts,
+    ``--dt`` its precision. A split with one factor given takes the script's default 1 for the other
+    (argparse ``default=1`` in both tutorial scripts)."""
+    b.apply(scan(args, TRTLLM_SCRIPT_FLAGS), label="the TensorRT-LLM launch script")
+    for key in ("tensor_parallel", "pipeline_parallel"):
+        if not b.mentioned(key):
+            b.fields[key] = 1
+    if not b.mentioned("model") and not b.generic_model():
+        b.note(f"the TensorRT-LLM engine this script serves is not named on its command line: {_DECLARE}")
 
 
 def parse_torchserve(args: Sequence[str], b: Spec) -> None:

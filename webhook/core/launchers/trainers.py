@@ -14,8 +14,10 @@ import re
 from typing import Sequence
 
 from webhook.core.launchers import files, strategy
+from webhook.core.launchers.arch_flags import read_architecture
 from webhook.core.launchers.flags import (
     ACCELERATE_FLAGS,
+    ARCH_HYDRA_KEYS,
     DEEPSPEED_FLAGS,
     HYDRA_KEYS,
     SCRIPT_FLAGS,
@@ -45,6 +47,30 @@ def parse_torchrun(args: Sequence[str], b: Spec) -> None:
         b.from_env(("PET_NNODES",), "nnodes")
     kind, script = _read_training_script(args[found.end :], b)
     strategy.settle(b, launcher="torchrun", launch=None, script=script, kind=kind)
+
+
+HYPERPODRUN_OWN_FLAGS = frozenset({"--pre-train-script", "--pre-train-args", "--post-train-script", "--post-train-args"})
+"""The flags ``hyperpodrun`` adds to torchrun's whose values are scripts or their arguments."""
+
+
+def parse_hyperpodrun(args: Sequence[str], b: Spec) -> None:
+    """``hyperpodrun``, the launcher of the SageMaker HyperPod elastic agent (PyPI hyperpod-elastic-agent
+    1.1.0, its project description: an extension of PyTorch's elastic agent that takes torchrun's
+    arguments, plus ``--pre-train-script``/``--post-train-script`` and their ``-args``). Those four
+    are dropped with their values, whose script would pass for the training script, and the rest is
+    read as torchrun."""
+    kept: list[str] = []
+    skip = False
+    for token in args[:4096]:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = token.partition("=")
+        if name.replace("_", "-") in HYPERPODRUN_OWN_FLAGS:
+            skip = not eq
+            continue
+        kept.append(token)
+    parse_torchrun(kept, b)
 
 
 def parse_accelerate(args: Sequence[str], b: Spec) -> None:
@@ -119,7 +145,9 @@ def read_script(args: Sequence[str], b: Spec, *, path: str = "") -> tuple[str | 
     for key, dtype in (("bf16", "bf16"), ("fp16", "fp16")):
         if key in found.values and truthy(found.values[key][0]) and not b.mentioned("dtype"):
             b.fields["dtype"] = dtype
-    hydra = _read_hydra(found.positionals, b)
+    shape = {k: v for k, v in found.values.items() if k.startswith("arch.")}
+    hydra = _read_hydra(found.positionals, b, shape)
+    read_architecture(shape, b)
     return _training_kind(args, found, path, hydra=hydra), found
 
 
@@ -140,14 +168,21 @@ def _training_kind(args: Sequence[str], found: Scan, path: str, *, hydra: bool) 
     return None
 
 
-def _read_hydra(tokens: Sequence[str], b: Spec) -> bool:
-    """``model.tensor_model_parallel_size=4 trainer.num_nodes=2 ...``; True when any matched."""
+def _read_hydra(tokens: Sequence[str], b: Spec, shape: dict[str, tuple[str, str]]) -> bool:
+    """``model.tensor_model_parallel_size=4 trainer.num_nodes=2 ...``; True when any matched.
+
+    Overrides that state the network's shape (``model.num_layers=32``) go into ``shape``."""
     matched = False
     for token in tokens[:256]:
         m = _HYDRA_RE.fullmatch(token)
         if not m:
             continue
         key, raw = m.group(1), m.group(2)
+        arch = next((fld for name, fld in ARCH_HYDRA_KEYS if key == name or key.endswith("." + name)), None)
+        if arch is not None:
+            matched = True
+            shape[arch] = (raw, key)
+            continue
         for suffix, fld in HYDRA_KEYS:
             if key == suffix or key.endswith("." + suffix):
                 matched = True

@@ -7,11 +7,18 @@ from each operator's upstream API types and controllers, which each module names
 commit where it matters):
 
 - :mod:`.jobs`: Kubeflow v1 job kinds, MPIJob v2beta1, JobSet, Volcano Job;
-- :mod:`.ray`: RayCluster, RayJob, RayService;
+- :mod:`.ray`: RayCluster, RayJob, RayService (``v1`` and ``v1alpha1``);
 - :mod:`.trainer`: Kubeflow Trainer TrainJob with its (Cluster)TrainingRuntime;
-- :mod:`.kserve`: KServe InferenceService and LLMInferenceService;
-- :mod:`.model_servers`: KubeAI Model, NIM NIMService, Kaito Workspace, llm-d ModelService, Dynamo;
-- :mod:`.lws`: LeaderWorkerSet.
+- :mod:`.kserve`: KServe InferenceService (and KFServing's) and LLMInferenceService;
+- :mod:`.model_servers`: KubeAI Model, NIM NIMService and NIMPipeline, Kaito Workspace, llm-d ModelService,
+  Dynamo;
+- :mod:`.katib`: Katib Experiment, whose trials are read with their own kind's reader;
+- :mod:`.knative`: Knative Service;
+- :mod:`.hyperpod`: SageMaker HyperPod HyperPodPyTorchJob;
+- :mod:`.vllm_stack`: vLLM production-stack VLLMRuntime;
+- :mod:`.lws`: LeaderWorkerSet;
+- :mod:`.aibrix`: AIBrix RayClusterFleet, StormService, PodSet;
+- :mod:`.ome`: OME InferenceService with its BaseModel and ServingRuntime.
 
 Each family describes its kinds as :class:`OperatorKind` values (reader, the labels its controller
 puts on pods, leader roles, the webhook entry); :data:`REGISTRY` holds them all, and everything the
@@ -34,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.core.operators import jobs, kserve, lws, model_servers, ray, trainer
+from webhook.core.operators import (aibrix, hyperpod, jobs, katib, knative, kserve, lws, model_servers, ome, ray,
+                                    trainer, vllm_stack)
 from webhook.core.operators.base import (ENTRY_OPERATORS, MAX_COUNT_TEXT, MAX_PODS, Context, Found, Membership,
                                          OperatorKind, PodGroup, Reader, count, dig, mapping, merge_named, name_of,
                                          product)
@@ -45,15 +53,19 @@ __all__ = ["CONTEXT_KINDS", "ENTRY_OPERATORS", "MAX_COUNT_TEXT", "MAX_PODS", "RE
            "merge_named", "name_of", "product", "templates"]
 
 CONTEXT_KINDS: frozenset[str] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime", "ClusterServingRuntime",
-                                           "ServingRuntime", "ConfigMap"})
-"""Kinds other objects take their pod templates (a TrainJob's runtime, an InferenceService's) or
-their env (a ConfigMap, :mod:`webhook.core.configmaps`) from."""
-_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime"})
+                                           "ServingRuntime", "ConfigMap", "ClusterBaseModel", "BaseModel"})
+"""Kinds other objects take their pod templates (a TrainJob's runtime, an InferenceService's), their
+model (an OME BaseModel) or their env (a ConfigMap, :mod:`webhook.core.configmaps`) from."""
+_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterServingRuntime", "ClusterBaseModel"})
 
 
 def context_of(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
     """The objects of :data:`CONTEXT_KINDS` among ``objects``, by (kind, namespace or "", name): the
-    ``context`` :func:`webhook.core.engine.judge` hands to the readers of the kinds that refer to them."""
+    ``context`` :func:`webhook.core.engine.judge` hands to the readers of the kinds that refer to them.
+
+    Each object of an API group is also keyed by ``<group>/<kind>``: two groups use one kind name
+    (KServe's and OME's ServingRuntime), and a reader that asks by its group's key never gets the
+    other group's object, whichever comes last in the input."""
     out: dict[tuple[str, str, str], Any] = {}
     for obj in objects:
         if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj["kind"] not in CONTEXT_KINDS:
@@ -63,11 +75,16 @@ def context_of(objects: Iterable[Any]) -> dict[tuple[str, str, str], Any]:
         if isinstance(name, str):
             # a cluster-scoped object has no namespace, whatever the manifest writes (the API server drops it)
             scoped = isinstance(namespace, str) and obj["kind"] not in _CLUSTER_SCOPED
-            out[(str(obj["kind"]), namespace if scoped else "", name)] = obj
+            key_namespace = namespace if scoped else ""
+            out[(str(obj["kind"]), key_namespace, name)] = obj
+            group = str(obj.get("apiVersion")).rpartition("/")[0]
+            if group:
+                out[(f"{group}/{obj['kind']}", key_namespace, name)] = obj
     return out
 
 
-REGISTRY = Registry((*lws.KINDS, *jobs.KINDS, *ray.KINDS, *trainer.KINDS, *kserve.KINDS, *model_servers.KINDS))
+REGISTRY = Registry((*lws.KINDS, *jobs.KINDS, *ray.KINDS, *trainer.KINDS, *kserve.KINDS, *model_servers.KINDS,
+                     *aibrix.KINDS, *ome.KINDS, *katib.KINDS, *knative.KINDS, *hyperpod.KINDS, *vllm_stack.KINDS))
 """Every operator kind the core reads. The core reads it at call time, so a test may put a registry
 with a made-up kind in its place."""
 

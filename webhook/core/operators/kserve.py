@@ -1,4 +1,5 @@
-"""KServe: ``serving.kserve.io/v1beta1`` InferenceService and ``serving.kserve.io/v1alpha1`` /
+"""KServe: ``serving.kserve.io/v1beta1`` InferenceService (and KFServing's ``serving.kubeflow.org/v1beta1``,
+the same shape: :data:`KFSERVING_GROUP`) and ``serving.kserve.io/v1alpha1`` /
 ``v1alpha2`` LLMInferenceService (both versions are served upstream; the sample manifests use both).
 
 Facts read in kserve/kserve at the commits below (the file index used gives no line numbers, so
@@ -46,6 +47,10 @@ pkg/controller/v1alpha2/llmisvc/workload_multi_node.go ``expectedMainMultiNodeLW
   ``main`` container has no command or args, the reader writes that preset command line with the model
   URI in place of /mnt/models (the storage initializer puts ``spec.model.uri`` there) so the model and
   parallelism are read.
+- ``spec.model.name`` is the name clients ask for (``--served-model-name`` in the presets), not the
+  checkpoint; when the URI names no model the catalog knows (a ``pvc://`` claim, an ``s3://`` bucket, a
+  path) and the served name does, the served name sizes the pods, with a note saying so
+  (:func:`_served_model`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from webhook.core import models
 from webhook.core.operators import lws
 from webhook.core.operators.base import Context, Found, OperatorKind, PodGroup, count, dig, mapping, merge_named, name_of, product
 
@@ -112,8 +118,9 @@ def _find_runtime(obj: Mapping[str, Any], name: Any, context: Any) -> Mapping[st
         return None
     namespace = dig(obj, "metadata", "namespace")
     namespace = namespace if isinstance(namespace, str) else ""
-    for key in dict.fromkeys([("ServingRuntime", namespace, name), ("ServingRuntime", "", name),
-                              ("ClusterServingRuntime", "", name)]):
+    # keyed by group (operators.context_of): OME's ServingRuntime of the same name is another object
+    for key in dict.fromkeys([(f"{GROUP}/ServingRuntime", namespace, name), (f"{GROUP}/ServingRuntime", "", name),
+                              (f"{GROUP}/ClusterServingRuntime", "", name)]):
         found = context.get(key)
         if isinstance(found, Mapping) and str(found.get("apiVersion")).startswith(GROUP + "/"):
             return found
@@ -347,20 +354,6 @@ def _preset_args(parallelism: Any) -> list[str]:
     return args
 
 
-def _llm_pod(template: Mapping[str, Any], uri: Any, parallelism: Any) -> dict[str, Any]:
-    """``template`` with the preset's command line in a ``main`` container that sets none."""
-    containers = template.get("containers")
-    if not isinstance(containers, list):
-        return dict(template)
-    model = uri if isinstance(uri, str) and uri else "/mnt/models"
-
-    def filled(c: Any) -> Any:
-        if not isinstance(c, Mapping) or c.get("name") != "main" or "command" in c or "args" in c:
-            return c
-        return {**c, "command": ["vllm", "serve", model], "args": [*_preset_args(parallelism), *_additional_args(c)]}
-    return {**template, "containers": [filled(c) for c in containers]}
-
-
 ADDITIONAL_ARGS = "VLLM_ADDITIONAL_ARGS"
 """The presets' way to add vLLM flags from the manifest: their ``main`` command ends
 ``exec vllm serve /mnt/models ... ${VLLM_ADDITIONAL_ARGS} $@`` (kserve/kserve
@@ -382,47 +375,107 @@ def _additional_args(container: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _workload(spec: Mapping[str, Any], base: tuple[str, ...], prefix: str, uri: Any,
+def _llm_pod(template: Mapping[str, Any], model: str, parallelism: Any) -> tuple[dict[str, Any], bool]:
+    """``template`` with the preset's command line in a ``main`` container that sets none, and
+    whether one was written (only then is ``model`` what the pod is read to serve)."""
+    containers = template.get("containers")
+    if not isinstance(containers, list):
+        return dict(template), False
+    wrote = False
+
+    def filled(c: Any) -> Any:
+        nonlocal wrote
+        if not isinstance(c, Mapping) or c.get("name") != "main" or "command" in c or "args" in c:
+            return c
+        wrote = True
+        return {**c, "command": ["vllm", "serve", model], "args": [*_preset_args(parallelism), *_additional_args(c)]}
+    pod = {**template, "containers": [filled(c) for c in containers]}
+    return pod, wrote
+
+
+SERVED_NAME = ("model", "name")
+"""``spec.model.name``: "the name of the model as it will be set in the "model" parameter for an
+incoming request. If omitted, it will default to ``metadata.name``" (kserve/kserve
+pkg/apis/serving/v1alpha1/llm_inference_service_types.go @ 9db434652687900a817e7005b89ce6f691253cbf,
+``LLMModelSpec.Name``); the presets pass it to vLLM as ``--served-model-name "{{ .Spec.Model.Name }}"``
+beside ``vllm serve /mnt/models`` (config/llmisvcconfig/config-llm-worker-data-parallel.yaml
+@ 70e53e8bb001570b314de9211374eba399d03322). It is a name for clients, not the checkpoint: the weights
+are what ``spec.model.uri`` holds."""
+
+
+def _served_model(spec: Mapping[str, Any], name: str) -> tuple[str, str | None]:
+    """The model reference the preset's ``vllm serve`` is read with, and a note when it is not the URI.
+
+    The URI, where the storage initializer fetches the weights from, is the model; but a ``pvc://``
+    claim, an ``s3://`` bucket or a path often names no model the catalog or the name rules know
+    (``pvc://llm-test-pvc-deepseek``), while the served name is usually the Hugging Face id of the
+    checkpoint (``deepseek-ai/DeepSeek-R1-0528``). Then the served name sizes the pod, and a note says
+    the size comes from it. An ``hf://`` URI is a checkpoint id itself and is never replaced.
+    """
+    uri = dig(spec, "model", "uri")
+    uri = uri if isinstance(uri, str) and uri.strip() else None
+    served = dig(spec, *SERVED_NAME)
+    served = served.strip()[:256] if isinstance(served, str) and served.strip() else None
+    if served is None or (uri is not None and (uri.startswith("hf://") or models.describe(uri) is not None)) \
+            or models.describe(served) is None:
+        return uri or "/mnt/models", None
+    source = f"spec.model.uri {uri[:128]} names no model" if uri else "spec.model.uri is not set"
+    return served, (f"LLMInferenceService {name}: {source}; the model size comes from spec.model.name "
+                    f"{served[:128]}, the name it is served under (--served-model-name), taken as the checkpoint")
+
+
+def _workload(spec: Mapping[str, Any], base: tuple[str, ...], prefix: str, model: tuple[str, str | None],
               note: str | None) -> Iterator[Found]:
-    """One WorkloadSpec (decode/main or prefill): an LWS when it has a worker, else a Deployment."""
+    """One WorkloadSpec (decode/main or prefill): an LWS when it has a worker, else a Deployment.
+    ``model``: the model reference for the preset command line and the note that goes with it."""
     template, worker = spec.get("template"), spec.get("worker")
     replicas = count(spec.get("replicas")) if "replicas" in spec else count(dig(spec, "scaling", "minReplicas"))
     par = spec.get("parallelism")
     notes = (note,) if note else ()
+    ref, model_note = model
+
+    def pod(holder: Mapping[str, Any], own: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        filled, wrote = _llm_pod(holder, ref, par)
+        return filled, (*own, model_note) if wrote and model_note else own
+
     if isinstance(worker, Mapping):
         size = lws_size(par) or 1
         if isinstance(template, Mapping):
-            yield Found((*base, "template"), _llm_pod(template, uri, par), prefix + "leader", replicas,
-                        inline=True, group=size, notes=notes)
+            leader, leader_notes = pod(template, notes)
+            yield Found((*base, "template"), leader, prefix + "leader", replicas,
+                        inline=True, group=size, notes=leader_notes)
             workers, notes = product(replicas, size - 1), ()
         else:
             workers = product(replicas, size)  # the worker template serves the leader too (LWS)
         if workers > 0:
-            yield Found((*base, "worker"), _llm_pod(worker, uri, par), prefix + "worker", workers,
-                        inline=True, group=size, notes=notes)
+            worker_pod, worker_notes = pod(worker, notes)
+            yield Found((*base, "worker"), worker_pod, prefix + "worker", workers,
+                        inline=True, group=size, notes=worker_notes)
     elif isinstance(template, Mapping):
-        yield Found((*base, "template"), _llm_pod(template, uri, par), prefix.rstrip("-") or "main", replicas,
-                    inline=True, group=1, notes=notes)
+        main, main_notes = pod(template, notes)
+        yield Found((*base, "template"), main, prefix.rstrip("-") or "main", replicas,
+                    inline=True, group=1, notes=main_notes)
 
 
 def _llm_inference_service(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Found]:
     """Decode (or the only) workload at ``/spec``, then prefill at ``/spec/prefill``."""
     spec = mapping(obj.get("spec"))
-    uri = dig(spec, "model", "uri")
     name = name_of(dig(obj, "metadata", "name"), "(unnamed)")
+    model = _served_model(spec, name)
     refs = spec.get("baseRefs")
     note = (f"LLMInferenceService {name}: spec.baseRefs may change the containers; the default vLLM preset "
             f"is assumed where the manifest gives no command") if isinstance(refs, list) and refs else None
-    found = list(_workload(spec, ("spec",), "", uri, note))
+    found = list(_workload(spec, ("spec",), "", model, note))
     if isinstance(spec.get("prefill"), Mapping):
-        found += _workload(spec["prefill"], ("spec", "prefill"), "prefill-", uri, None)
+        found += _workload(spec["prefill"], ("spec", "prefill"), "prefill-", model, None)
     if not found:
-        container = {"name": "main", "command": ["vllm", "serve", uri if isinstance(uri, str) else "/mnt/models"],
+        container = {"name": "main", "command": ["vllm", "serve", model[0]],
                      "args": _preset_args(spec.get("parallelism"))}
         found.append(Found(("spec", "template"), {"containers": [container]}, "main",
                            count(spec.get("replicas")), inline=True, synthesized=True, group=1,
                            notes=(f"LLMInferenceService {name}: no spec.template; its pods come from "
-                                  f"LLMInferenceServiceConfig presets that are not in the input",)))
+                                  f"LLMInferenceServiceConfig presets that are not in the input",
+                                  *((model[1],) if model[1] else ()))))
     yield from found
 
 
@@ -430,10 +483,26 @@ INFERENCE_SERVICE = PodGroup("serving.kserve.io/inferenceservice", "KServe Infer
 """kserve/kserve pkg/constants/constants.go ``InferenceServicePodLabelKey``: on every pod of the
 service, whose replicas are independent, so they are one group only when a launch spans pods."""
 
+KFSERVING_GROUP = "serving.kubeflow.org"
+"""KFServing, KServe before its rename: the same ``v1beta1`` InferenceService in another API group
+(kubeflow/kfserving pkg/apis/serving/v1beta1@4ccd9bec: ``PredictorSpec`` embeds the PodSpec beside the
+framework shortcuts and ``minReplicas``, inference_service_defaults.go registers the defaulter for
+``groups=serving.kubeflow.org, versions=v1beta1``). Its predictor has no ``model`` or ``workerSpec``
+yet and it had no ServingRuntimes, so the reader above reads it unchanged: custom containers in place,
+a framework shortcut as its container alone. Its ``v1alpha2`` (``spec.default.predictor`` with
+``custom.container``) is another shape and is not read."""
+KFSERVING_INFERENCE_SERVICE = PodGroup(KFSERVING_GROUP + "/inferenceservice", "KFServing InferenceService",
+                                       "kfserving", always=False)
+"""The pod label of the older group (the key whose ``enabled`` value also marks KFServing's namespaces)."""
+
 KINDS: tuple[OperatorKind, ...] = (
     OperatorKind(GROUP + "/v1beta1", "InferenceService", "inferenceservices", _inference_service,
                  group=INFERENCE_SERVICE, leaders=frozenset({"leader"}),
                  source="kserve/kserve pkg/apis/serving/v1beta1/inference_service.go"),
+    OperatorKind(KFSERVING_GROUP + "/v1beta1", "InferenceService", "inferenceservices", _inference_service,
+                 group=KFSERVING_INFERENCE_SERVICE, leaders=frozenset({"leader"}),
+                 source="kubeflow/kfserving pkg/apis/serving/v1beta1 (inference_service_defaults.go, "
+                        "predictor_custom_test.go) at 4ccd9bec"),
     # an LLMInferenceService with a worker runs on a LeaderWorkerSet, whose labels its pods carry
     *(OperatorKind(GROUP + "/" + version, "LLMInferenceService", "llminferenceservices", _llm_inference_service,
                    group=lws.GROUP, leaders=frozenset({"leader", "prefill-leader"}),

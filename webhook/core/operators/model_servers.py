@@ -1,5 +1,6 @@
 """Serving operators whose pods are built from the custom resource's own fields: KubeAI Model, NVIDIA
-NIM NIMService, Kaito Workspace, llm-d ModelService and NVIDIA Dynamo DynamoGraphDeployment.
+NIM NIMService (and NIMPipeline, a list of them), Kaito Workspace, llm-d ModelService and NVIDIA Dynamo
+DynamoGraphDeployment.
 
 Except for a Kaito Workspace with ``inference.template``, none of these objects holds a pod template:
 the operator writes the pod from an image, a GPU count, a model URL or a preset. The readers here
@@ -57,6 +58,11 @@ NVIDIA NIM Operator ``apps.nvidia.com/v1alpha1`` NIMService (NVIDIA/k8s-nim-oper
   multi-node-nimservice-ray.yaml@5d5f66ee ``tensor: 2, pipeline: 1``). The operator's own test gives a
   multi-node pod ``parallelism.tensor`` GPUs when ``resources`` names none; with neither it takes the
   NIMCache profile's tp, else 1.
+- NIMPipeline (api/apps/v1alpha1/nimpipeline_types.go@07cace8f: ``spec.services[]`` of {name, enabled,
+  spec: a NIMServiceSpec}; internal/controller/nimpipeline_controller.go@065ecfda
+  ``reconcileNIMPipeline``: a service is created only when ``enabled`` is set and true, as a NIMService
+  named ``name`` in the pipeline's namespace with ``spec``, and ``injectDependencies`` merges each
+  dependency's ``envName``/``envValue`` into its env). Each is read as that NIMService.
 - NOT verified in the operator source at a stored commit: how the LWS size is derived from
   ``parallelism``. NIM's documentation ("the pipeline-parallel size to the number of nodes") is
   followed: pods per group = pipeline (pp), else size, else 1.
@@ -114,14 +120,15 @@ import math
 import re
 import shlex
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from webhook.core import models, sizing
 from webhook.core.counts import parse_count
 from webhook.core.hardware import default_catalog
 from webhook.core.nodepools import INSTANCE_FAMILIES
-from webhook.core.operators.base import (MAX_COUNT_TEXT, Context, Found, OperatorKind, PodGroup, count, dig, mapping, name_of,
-                                         product)
+from webhook.core.operators.base import (MAX_COUNT_TEXT, Context, Found, OperatorKind, PodGroup, count, dig, mapping,
+                                         merge_named, name_of, product)
 
 HINT = "gpu-admission.io/"
 MODEL_HINT = HINT + "model"
@@ -371,6 +378,27 @@ def _nim(obj: Mapping[str, Any], _kind: str, _context: Context) -> Iterator[Foun
     replicas = count(spec.get("replicas"))
     yield Found((), holder(pod, hints=hints, own=own_hints(obj)), "service", product(replicas, size),
                 synthesized=True, group=size, notes=tuple(notes))
+
+
+def _nim_pipeline(obj: Mapping[str, Any], _kind: str, context: Context) -> Iterator[Found]:
+    """A NIMPipeline: each enabled service is the NIMService the controller creates from it (named
+    ``services[].name``, in the pipeline's namespace, spec ``services[].spec`` with the dependencies'
+    env merged in), read by the NIMService reader; a service whose ``enabled`` is not true makes none."""
+    meta = mapping(obj.get("metadata"))
+    services = dig(obj, "spec", "services")
+    for i, service in enumerate(services[:MAX_ITEMS] if isinstance(services, list) else []):
+        service = mapping(service)
+        if service.get("enabled") is not True:
+            continue
+        name = text(service.get("name")) or f"services[{i}]"
+        spec = dict(mapping(service.get("spec")))
+        injected = [{"name": d["envName"], "value": d["envValue"]} for d in mappings(service.get("dependencies"))
+                    if text(d.get("envName")) and text(d.get("envValue"))]
+        if injected:
+            spec["env"] = merge_named(spec.get("env"), injected)
+        nim = {"metadata": {"name": name, "annotations": mapping(meta.get("annotations"))}, "spec": spec}
+        for found in _nim(nim, "NIMService", context):
+            yield replace(found, path=("spec", "services", str(i)), role=name)
 
 
 # ---------------------------------------------------------------- Kaito
@@ -665,6 +693,9 @@ KINDS: tuple[OperatorKind, ...] = (
     OperatorKind("kubeai.org/v1", "Model", "models", _kubeai, source="kubeai-project/kubeai api/k8s/v1/model_types.go"),
     OperatorKind("apps.nvidia.com/v1alpha1", "NIMService", "nimservices", _nim,
                  source="NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go"),
+    OperatorKind("apps.nvidia.com/v1alpha1", "NIMPipeline", "nimpipelines", _nim_pipeline,
+                 source="NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimpipeline_types.go@07cace8f, "
+                        "internal/controller/nimpipeline_controller.go@065ecfda"),
     *(OperatorKind(f"kaito.sh/{version}", "Workspace", "workspaces", _kaito, group=KAITO_WORKSPACE,
                    source=f"kaito-project/kaito api/{version}/workspace_types.go") for version in ("v1beta1", "v1alpha1")),
     OperatorKind("llm-d.ai/v1alpha1", "ModelService", "modelservices", _llmd,

@@ -1,101 +1,134 @@
-"""KubeRay: ``ray.io/v1`` RayCluster (``/spec``), RayJob (``/spec/rayClusterSpec``) and RayService
-(``/spec/rayClusterConfig``).
+"""KubeRay: ``ray.io/v1`` (and ``v1alpha1``, the same fields) RayCluster (``/spec``), RayJob
+(``/spec/rayClusterSpec``) and RayService (``/spec/rayClusterConfig``).
 
 The head group is one pod; each worker group makes the larger of ``replicas`` and ``minReplicas``
 (both default 0 in the CRD; the operator keeps replicas at least minReplicas:
 ray-operator/apis/ray/v1/raycluster_types.go, WorkerGroupSpec) x ``numOfHosts`` (default 1) pods.
 
-A RayService names its model in ``/spec/serveConfigV2``, a YAML string the pod templates never see.
-What it states is put on the worker groups' holder annotations (``gpu-admission.io/model``,
-``gpu-admission.io/tensor-parallel``) of a copy of the template (the input is not changed; the pod
-spec is still the object's own, so it is patched as before). Two shapes are read:
+The pods run ``ray start``; the model they serve is named elsewhere, and what that states is put on
+the worker groups' holder annotations (``gpu-admission.io/model``, ``gpu-admission.io/tensor-parallel``,
+``gpu-admission.io/pipeline-parallel``) of a copy of the template (the input is not changed; the pod
+spec is still the object's own, so it is patched as before):
 
-- Ray Serve LLM (ray-project/ray python/ray/llm/_internal/serve/configs/server_models.py,
-  ``ModelLoadingConfig``: ``model_id``, and ``model_source``, which defaults to ``model_id``;
-  kuberay ray-operator/config/samples/ray-service.llm-serve.yaml@0ca87180):
-  ``applications[].args.llm_configs[]`` with ``model_loading_config.{model_source, model_id}`` and
-  the vLLM ``engine_kwargs.tensor_parallel_size`` (``pipeline_parallel_size`` is noted, no annotation
-  carries it);
-- a custom app's ``runtime_env.env_vars`` (kuberay ray-operator/config/samples/vllm/
-  ray-service.vllm.yaml@09a89552: ``MODEL_ID``, ``TENSOR_PARALLELISM``).
+- a RayService's ``/spec/serveConfigV2``, a YAML string: Ray Serve LLM ``llm_configs`` (mappings, or
+  paths of LLMConfig files a ConfigMap of the input mounts in the cluster's pods) and a custom app's
+  ``runtime_env.env_vars`` (:func:`webhook.core.operators.ray_llm.serve_applications`; kuberay
+  ray-operator/config/samples/ray-service.llm-serve.yaml@0ca87180);
+- a RayJob's ``/spec/entrypoint`` (a shell command ``ray job submit`` runs as the job's driver in
+  the cluster): the Python script it runs (``LLMConfig``, Ray Data's ``vLLMEngineProcessorConfig``),
+  ``python -c`` code, or the Serve config of ``serve run``/``serve deploy``, when a ConfigMap of the
+  input mounts that file in the cluster's pods, the head's mounts first (kuberay
+  ray-operator/config/samples/ray-job.sample.yaml@00741298: ``entrypoint: python
+  /home/ray/samples/sample_code.py``, the head mounting ConfigMap ``ray-job-code-sample`` at
+  ``/home/ray/samples``).
 
 Only one model is attributed: when the config names several, no worker group can be told which one
-it runs, and a note says so. A string over :data:`MAX_SERVE_CONFIG` or that does not parse is a note,
-never an exception; the user's own annotations on a template win.
+it runs, and a note says so. A Ray ``accelerator_type`` is reported, not pinned
+(:func:`webhook.core.operators.ray_llm.accelerator_note` says why). A text over
+:data:`MAX_SERVE_CONFIG` or that does not parse is a note, never an exception; the user's own
+annotations on a template win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import yaml
-
+from webhook.core import configmaps
+from webhook.core.operators import ray_llm
 from webhook.core.operators.base import Context, Found, OperatorKind, PodGroup, count, dig, mapping, name_of, product
+from webhook.core.shell import invocations
 
 RAY_CLUSTER_SPEC: Mapping[str, tuple[str, ...]] = {
     "RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig"),
 }
-MAX_SERVE_CONFIG = 256 * 1024
+MAX_SERVE_CONFIG = ray_llm.MAX_TEXT
 """Longest serveConfigV2 parsed (bytes of its text): the YAML parser is the dearest step here."""
-MAX_APPS = 64
-"""Applications and llm_configs read per serveConfigV2."""
+MAX_ENTRYPOINT = 64 * 1024
 MODEL = "gpu-admission.io/model"
 TENSOR_PARALLEL = "gpu-admission.io/tensor-parallel"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+PIPELINE_PARALLEL = "gpu-admission.io/pipeline-parallel"
+SERVE_CONFIG = "spec.serveConfigV2"
+ENTRYPOINT = "spec.entrypoint"
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and 0 < len(value) <= 512 else None
+def _hints(found: Sequence[ray_llm.LLMFacts], where: str,
+           notes: Sequence[str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The annotations the deployments ``found`` in ``where`` state, and notes."""
+    model, tp, pp, accelerators, more = ray_llm.summary(found, where)
+    hints: dict[str, str] = {MODEL: model} if model else {}
+    if tp:
+        hints[TENSOR_PARALLEL] = str(tp)
+    if pp and pp > 1:  # 1 is the default: nothing to carry
+        hints[PIPELINE_PARALLEL] = str(pp)
+    accelerator = ray_llm.accelerator_note(where, accelerators)
+    out = [*notes, *more, *([accelerator] if accelerator else [])]
+    return hints, tuple(dict.fromkeys(out))
 
 
-def _positive(value: Any) -> int | None:
-    n = count(value, 0)
-    return n if n > 0 else None
-
-
-def _app_models(app: Mapping[str, Any]) -> Iterator[tuple[str | None, int | None, int | None]]:
-    """(model, TP, PP) per model an application states."""
-    configs = dig(app, "args", "llm_configs")
-    for config in configs[:MAX_APPS] if isinstance(configs, list) else []:
-        config = mapping(config)  # a string is a path to a config file the input does not hold
-        loading = mapping(config.get("model_loading_config"))
-        engine = mapping(config.get("engine_kwargs"))
-        model = _text(loading.get("model_source")) or _text(loading.get("model_id"))
-        yield model, _positive(engine.get("tensor_parallel_size")), _positive(engine.get("pipeline_parallel_size"))
-    env = mapping(dig(app, "runtime_env", "env_vars"))
-    if _text(env.get("MODEL_ID")):
-        yield env["MODEL_ID"], _positive(env.get("TENSOR_PARALLELISM")), _positive(env.get("PIPELINE_PARALLELISM"))
-
-
-def serve_config_hints(config: Any) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The annotations a RayService's ``serveConfigV2`` states for its worker groups, and notes."""
+def serve_config_hints(config: Any, files: Mapping[str, str] | None = None,
+                       workdir: str = "") -> tuple[dict[str, str], tuple[str, ...]]:
+    """The annotations a RayService's ``serveConfigV2`` states for its worker groups, and notes.
+    ``files``: what the cluster's pods mount from ConfigMaps of the input (path -> text)."""
     if config is None:
         return {}, ()
-    if not isinstance(config, str):
-        return {}, ("spec.serveConfigV2 is not a string: its model is not read",)
-    if len(config) > MAX_SERVE_CONFIG or len(config.encode("utf-8", "replace")) > MAX_SERVE_CONFIG:
-        return {}, (f"spec.serveConfigV2 is over {MAX_SERVE_CONFIG // 1024} KiB: its model is not read",)
-    try:
-        doc = yaml.load(config, Loader=_LOADER)  # noqa: S506 (a safe loader)
-    except Exception as exc:  # noqa: BLE001 (YAMLError, RecursionError on deep nesting, ...: all mean "unreadable")
-        return {}, (f"spec.serveConfigV2 does not parse as YAML ({type(exc).__name__}): its model is not read",)
-    apps = mapping(doc).get("applications")
-    found = [m for app in (apps[:MAX_APPS] if isinstance(apps, list) else []) for m in _app_models(mapping(app))]
-    models = sorted({m for m, _, _ in found if m})
-    if len(models) > 1:
-        return {}, (f"spec.serveConfigV2 serves {len(models)} models ({', '.join(m[:64] for m in models[:4])}): "
-                    "which worker group runs which is not known; annotate the groups with " + MODEL,)
-    hints: dict[str, str] = {MODEL: models[0]} if models else {}
-    tps = {tp for _, tp, _ in found if tp}
-    if len(tps) == 1:
-        hints[TENSOR_PARALLEL] = str(tps.pop())
-    pps = {pp for _, _, pp in found if pp and pp > 1}
-    notes = (f"spec.serveConfigV2 sets pipeline parallelism {max(pps)}: not carried by an annotation",) if pps else ()
-    return hints, notes
+    doc, note = ray_llm.load_yaml(config, SERVE_CONFIG)
+    if note is not None:
+        return {}, (note,)
+    found, notes = ray_llm.serve_applications(doc, SERVE_CONFIG, files or {}, workdir)
+    return _hints(found, SERVE_CONFIG, notes)
 
 
-def _with_hints(template: Any, hints: Mapping[str, str]) -> tuple[Any, tuple[str, ...]]:
+def entrypoint_hints(entrypoint: Any, files: Mapping[str, str],
+                     workdir: str = "") -> tuple[dict[str, str], tuple[str, ...]]:
+    """The annotations a RayJob's ``entrypoint`` states for its worker groups, and notes: the Python
+    script (or ``python -c`` code) or Serve config it runs, when ``files`` show it."""
+    if not isinstance(entrypoint, str) or not entrypoint.strip() or len(entrypoint) > MAX_ENTRYPOINT:
+        return {}, ()
+    runs, _ = invocations({"command": ["sh", "-c", entrypoint]}, {})
+    found: list[ray_llm.LLMFacts] = []
+    notes: list[str] = []
+    for kind, target in ray_llm.entrypoint_files([run.argv for run in runs]):
+        if kind == "code":
+            more, why = ray_llm.python_facts(target, f"{ENTRYPOINT} (python -c)")
+        else:
+            shown = ray_llm.files_at(files, target, workdir)
+            if not shown:
+                continue  # a script from a working_dir or the image: the worker's own warning says so
+            path, text = shown[0]
+            if kind == "python":
+                more, why = ray_llm.python_facts(text, path)
+            else:
+                doc, note = ray_llm.load_yaml(text, path)
+                more, why = ray_llm.serve_applications(doc, path, files, workdir) if note is None else ([], [note])
+        found += more
+        notes += why
+    return _hints(found, ENTRYPOINT, notes)
+
+
+def _cluster_files(obj: Mapping[str, Any], cluster: Mapping[str, Any],
+                   context: Context) -> tuple[dict[str, str], str]:
+    """Files the cluster's pods mount from ConfigMaps of the input (the head's first, then each worker
+    group's: the driver and Serve's app builder run on the head), and the head container's
+    ``workingDir``."""
+    lookup = configmaps.context_lookup(context, dig(obj, "metadata", "namespace"))
+    head = mapping(mapping(cluster.get("headGroupSpec")).get("template"))
+    containers = dig(head, "spec", "containers")
+    first = mapping(containers[0]) if isinstance(containers, list) and containers else {}
+    workdir = first.get("workingDir") if isinstance(first.get("workingDir"), str) else ""
+    if lookup is None:
+        return {}, workdir
+    groups = cluster.get("workerGroupSpecs")
+    workers = groups[:64] if isinstance(groups, list) else []
+    templates = [head, *(mapping(mapping(g).get("template")) for g in workers)]
+    files: dict[str, str] = {}
+    for template in templates:
+        for path, text in configmaps.pod_files(template.get("spec"), lookup).items():
+            files.setdefault(path, text)
+    return files, workdir
+
+
+def _with_hints(template: Any, hints: Mapping[str, str], where: str) -> tuple[Any, tuple[str, ...]]:
     """A copy of ``template`` whose annotations hold ``hints`` under its own (the template itself when
     it is not an object or there is nothing to add), and notes.
 
@@ -108,15 +141,30 @@ def _with_hints(template: Any, hints: Mapping[str, str]) -> tuple[Any, tuple[str
     metadata = mapping(template.get("metadata"))
     own = metadata.get("annotations")
     if not isinstance(own, Mapping) and mapping(metadata.get("labels")):
-        return template, (f"spec.serveConfigV2 names {hints.get(MODEL, 'the model')}: annotate the worker "
+        return template, (f"{where} names {hints.get(MODEL, 'the model')}: annotate the worker "
                           f"template with {MODEL} to have it read (it has labels but no annotations)",)
     return {**template, "metadata": {**metadata, "annotations": {**hints, **mapping(own)}}}, ()
 
 
-def _ray(obj: Mapping[str, Any], kind: str, _context: Context) -> Iterator[Found]:
+def _stated(obj: Mapping[str, Any], kind: str, cluster: Mapping[str, Any],
+            context: Context) -> tuple[dict[str, str], tuple[str, ...], str]:
+    """(hints, notes, where) the object states for its worker groups."""
+    if kind == "RayService":
+        config = dig(obj, "spec", "serveConfigV2")
+        if config is None:
+            return {}, (), SERVE_CONFIG
+        files, workdir = _cluster_files(obj, cluster, context)
+        return (*serve_config_hints(config, files, workdir), SERVE_CONFIG)
+    if kind == "RayJob" and isinstance(dig(obj, "spec", "entrypoint"), str):
+        files, workdir = _cluster_files(obj, cluster, context)
+        return (*entrypoint_hints(dig(obj, "spec", "entrypoint"), files, workdir), ENTRYPOINT)
+    return {}, (), ""
+
+
+def _ray(obj: Mapping[str, Any], kind: str, context: Context) -> Iterator[Found]:
     base = RAY_CLUSTER_SPEC[kind]
     cluster = mapping(dig(obj, *base))
-    hints, notes = serve_config_hints(dig(obj, "spec", "serveConfigV2")) if kind == "RayService" else ({}, ())
+    hints, notes, where = _stated(obj, kind, cluster, context)
     head = mapping(cluster.get("headGroupSpec"))
     if "template" in head:
         yield Found((*base, "headGroupSpec", "template"), head["template"], "head", 1)
@@ -126,7 +174,7 @@ def _ray(obj: Mapping[str, Any], kind: str, _context: Context) -> Iterator[Found
         if "template" not in group:
             continue
         replicas = max(count(group.get("replicas"), 0), count(group.get("minReplicas"), 0))
-        template, hint_notes = _with_hints(group["template"], hints)
+        template, hint_notes = _with_hints(group["template"], hints, where)
         yield Found((*base, "workerGroupSpecs", str(i), "template"), template,
                     name_of(group.get("groupName"), f"workerGroupSpecs[{i}]"),
                     product(replicas, count(group.get("numOfHosts"))), notes=notes + hint_notes)
@@ -136,8 +184,16 @@ RAY_CLUSTER = PodGroup("ray.io/cluster", "Ray cluster", "ray")
 """ray-project/kuberay ray-operator/controllers/ray/common/pod.go ``labelPod`` (the key in
 utils/constant.go ``RayClusterLabelKey``)."""
 
-KINDS: tuple[OperatorKind, ...] = tuple(
-    OperatorKind("ray.io/v1", kind, kind.lower() + "s", _ray, group=RAY_CLUSTER,
-                 source="ray-project/kuberay ray-operator/apis/ray/v1 (raycluster_types.go, rayjob_types.go, "
-                        "rayservice_types.go)")
-    for kind in RAY_CLUSTER_SPEC)
+KINDS: tuple[OperatorKind, ...] = (
+    *(OperatorKind("ray.io/v1", kind, kind.lower() + "s", _ray, group=RAY_CLUSTER,
+                   source="ray-project/kuberay ray-operator/apis/ray/v1 (raycluster_types.go, rayjob_types.go, "
+                          "rayservice_types.go)")
+      for kind in RAY_CLUSTER_SPEC),
+    # v1alpha1 has the same fields where the reader looks: RayClusterSpec.headGroupSpec.template,
+    # workerGroupSpecs[].{groupName, replicas, minReplicas, template} (no numOfHosts: 1), RayJob
+    # rayClusterSpec and entrypoint, RayService rayClusterConfig and serveConfigV2
+    *(OperatorKind("ray.io/v1alpha1", kind, kind.lower() + "s", _ray, group=RAY_CLUSTER,
+                   source="ray-project/kuberay ray-operator/apis/ray/v1alpha1 raycluster_types.go@4e5b501c, "
+                          "rayjob_types.go@bef631bd, rayservice_types.go@4e5b501c")
+      for kind in RAY_CLUSTER_SPEC),
+)
