@@ -58,23 +58,25 @@ LLAMA_70B, MISTRAL_7B = size("meta-llama/Llama-3.1-70B-Instruct"), size("mistral
 JOB_OWNER = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]
 NAME, HIDDEN = "the object's name", [{"name": "MODEL", "valueFrom": {"secretKeyRef": {"name": "s", "key": "m"}}}]
 
-# object, expected (model, params_b), where the note says the size came from (None: no hint)
+# object, the profile's (model, params_b), where the note says the suggestion comes from (None: no
+# suggestion). A name only suggests: it never sizes or places the pod (a name says neither the
+# precision nor the split: an AWQ llama-3-70b image on one L4 would otherwise be pinned to B200)
 CASES = [
-    pytest.param(deployment("gemma-2-9b-it-server"), ("gemma-2-9b-it-server", GEMMA_9B), NAME, id="object-name-catalog"),
-    pytest.param(deployment("vllm-qwen2.5-32b"), ("vllm-qwen2.5-32b", 32.0), NAME, id="object-name-size"),
-    pytest.param(deployment("inference", labels={"app": "llama-3-70b"}), ("llama-3-70b", LLAMA_70B), "label app",
+    pytest.param(deployment("gemma-2-9b-it-server"), (None, None), NAME, id="object-name-catalog"),
+    pytest.param(deployment("vllm-qwen2.5-32b"), (None, None), NAME, id="object-name-size"),
+    pytest.param(deployment("inference", labels={"app": "llama-3-70b"}), (None, None), "label app",
                  id="app-label"),
     pytest.param(deployment("llama-3-70b", labels={"ai.gke.io/model": "gemma-2-2b-it", "app": "llama-3-70b"}),
-                 ("gemma-2-2b-it", GEMMA_2B), "label ai.gke.io/model", id="gke-model-label-first"),
+                 (None, None), "label ai.gke.io/model", id="gke-model-label-first"),
     pytest.param(deployment("server", labels={"app.kubernetes.io/name": "mistral-7b-instruct"}),
-                 ("mistral-7b-instruct", MISTRAL_7B), "label app.kubernetes.io/name", id="recommended-name-label"),
-    pytest.param(pod("mistral-7b-instruct"), ("mistral-7b-instruct", MISTRAL_7B), NAME, id="bare-pod-name"),
+                 (None, None), "label app.kubernetes.io/name", id="recommended-name-label"),
+    pytest.param(pod("mistral-7b-instruct"), (None, None), NAME, id="bare-pod-name"),
     pytest.param(deployment("llama-3-70b", command=["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]),
                  ("Qwen/Qwen2.5-7B-Instruct", size("Qwen/Qwen2.5-7B-Instruct")), None, id="a-named-model-wins"),
     pytest.param(deployment("llama-3-70b", annotations={"gpu-admission.io/params": "13B"}), (None, 13.0), None,
                  id="a-declared-size-wins"),
     pytest.param(deployment("llama-3-70b", command=["vllm", "serve", "$(MODEL)"], env=HIDDEN),
-                 ("llama-3-70b", LLAMA_70B), NAME, id="hidden-model-takes-the-hint"),
+                 (None, None), NAME, id="hidden-model-is-only-suggested"),
     pytest.param(pod("llama-3-70b-7d9f8b6c4-x2x4q", owned=True), (None, None), None,
                  id="controller-made-pod-name-not-read"),
     pytest.param(deployment("llama-3-70b", gpus=None), (None, None), None, id="cpu-pod"),
@@ -84,11 +86,11 @@ CASES = [
     pytest.param(dict(pod("p"), metadata={"name": "p", "labels": {"app": "llama-3-70b"}, "ownerReferences": JOB_OWNER}),
                  (None, None), None, id="job-pod-label-not-read"),
     pytest.param(deployment("my-server", labels={"app": "frontend"}), (None, None), None, id="no-size-in-names"),
-    pytest.param(deployment("llama-3-70b", gpus="8"), (None, None), None, id="unstated-split-not-hinted"),
+    pytest.param(deployment("llama-3-70b", gpus="8"), (None, None), NAME, id="unstated-split-suggested"),
     pytest.param(deployment("llama-3-70b", gpus="8", annotations={"gpu-admission.io/tensor-parallel": "8"}),
-                 ("llama-3-70b", LLAMA_70B), NAME, id="stated-split-hinted"),
+                 (None, None), NAME, id="stated-split-suggested"),
     pytest.param(deployment("llama-3-70b", gpus="4", command=["vllm", "serve", "$(MODEL)", "-tp", "4"], env=HIDDEN),
-                 ("llama-3-70b", LLAMA_70B), NAME, id="launch-split-hinted"),
+                 (None, None), NAME, id="launch-split-suggested"),
 ]
 
 
@@ -97,11 +99,12 @@ def test_model_named_by_the_object(obj: dict[str, Any], expected: tuple[Any, ...
     (r,) = judge(obj, S)
     params = round(r.profile.params_b, 2) if r.profile.params_b is not None else None
     assert (r.profile.model, params) == expected
-    hinted = [w for w in r.decision.warnings if "nothing in the pod names its model" in w]
+    hinted = [w for w in r.decision.warnings if "suggests a" in w]
     if source is None:
         assert not hinted
     else:
-        assert len(hinted) == 1 and f"taken from {source}" in hinted[0] and "gpu-admission.io/model" in hinted[0]
+        assert len(hinted) == 1 and hinted[0].startswith(source) and "gpu-admission.io/model" in hinted[0]
+        assert "not used to size or place" in hinted[0]
 
 
 @pytest.mark.parametrize(("obj", "expected"), [
@@ -141,4 +144,12 @@ def test_an_unused_hint_is_said() -> None:
     (r,) = judge(deployment("mixtral-8x22b-instruct-server", gpus="8"), S)
     assert r.profile.model is None and r.decision.allowed
     said = [w for w in r.decision.warnings if "suggests a" in w]
-    assert len(said) == 1 and "8 GPUs" in said[0] and "gpu-admission.io/tensor-parallel" in said[0]
+    assert len(said) == 1 and "8 GPUs" in said[0] and "gpu-admission.io/model" in said[0]
+
+
+def test_a_name_never_places_a_quantized_image() -> None:
+    """An image of an AWQ 70B on one GPU, named after the model: the pod is not pinned to the cards
+    that hold the bf16 weights, only told how to state its model."""
+    obj = deployment("llama-3-70b")  # CUSTOM: an image that names no model
+    (r,) = judge(obj, S)
+    assert r.decision.allowed and r.patch == () and r.profile.params_b is None

@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.core import architecture, launchers, models, object_names, sizing, training_memory
 from webhook.core.counts import parse_count
-from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile
+from webhook.core.domain import LaunchSpec, ModelInfo, Violation, WorkloadProfile, counted
 from webhook.core.groups import declared_size
 from webhook.core.launchers import traits as launcher_traits
 from webhook.core.resources import pod_gpus
@@ -156,25 +156,20 @@ def _tp_annotation(template: PodTemplate, problems: list[Violation], key: str = 
 
 def _name_hint(template: PodTemplate, holder: object_names.Holder | None, launch: LaunchSpec | None,
                gpus: int, notes: list[str]) -> tuple[str | None, ModelInfo | None]:
-    """The model a template's labels or its object's name give (:mod:`webhook.core.object_names`),
-    for a GPU pod where nothing else names one; not for a training launch nor a job's pod
-    (``object_names.JOB_KINDS``), which are named after the base model they tune while their memory
-    depends on how they train. Nor for a pod of several GPUs whose split nothing states (no launcher
-    that states or implies it, no ``tensor-parallel`` annotation): sized over one GPU, a guessed model
-    would be refused where the server (a NIM picks its profile for the GPUs it gets) splits it; the
-    note names the model the name suggests and what to state instead."""
+    """The note a template's labels or its object's name give (:mod:`webhook.core.object_names`) for
+    a GPU pod where nothing else names a model: the model the name suggests and what to state instead.
+    Never used to size or place the pod: a name says neither the precision (``llama-3-70b`` may be an
+    AWQ image on one L4) nor the split, and a size guessed from it would pin the pod to the cards that
+    hold the bf16 weights, or refuse it, where the deployment works. Not for a training launch nor a
+    job's pod (``object_names.JOB_KINDS``), which are named after the base model they tune."""
     if launch is not None and launch.role == "training":
         return None, None
     found = object_names.hint(template.labels, holder)
     if found is None:
         return None, None
-    if gpus > 1 and TENSOR_PARALLEL not in template.annotations and not _split_stated(launch):
-        notes.append(f"{found.source} {found.model[:96]!r} suggests a {found.info.params_b:g}B model, not used: "
-                     f"how this pod's {gpus} GPUs split it is not stated; set annotations gpu-admission.io/model "
-                     f"and {TENSOR_PARALLEL}")
-        return None, None
-    notes.append(found.note(DECLARE))
-    return found.model, found.info
+    notes.append(f"{found.source} {found.model[:96]!r} suggests a {found.info.params_b:g}B model, not used to size or "
+                 f"place this pod ({counted(gpus, 'GPU')}): a name does not say its precision or split; {DECLARE}")
+    return None, None
 
 
 def _split_stated(launch: LaunchSpec | None) -> bool:
