@@ -34,6 +34,9 @@ from operators_plane import running_operators, wait_established
 
 OVERLAY = "overlays/generated-certs"
 NAMESPACES = {"demo": {}, "demo-audit": {"gpu-admission.io/mode": "audit"}}
+CLUSTER_FLEET = (("a100", "NVIDIA-A100-SXM4-80GB", 8), ("l40s", "NVIDIA-L40S", 4), ("h100", "NVIDIA-H100-80GB-HBM3", 8))
+"""`make cluster`'s nodes: room for every example at once on its tier, the training Jobs' pods Running
+(:data:`JOB_PODS_RUN_MS`) beside the serving pods, and a JobSet of 4 x 8 GPUs on one product."""
 JOB_PODS_RUN_MS = 3_600_000
 """kwok keeps a Job's pods Running an hour before they succeed, as training pods run: a pod that has
 succeeded leaves kube-scheduler's cache, and a group's later pods would no longer be held to its
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, labels in {**{ns: {} for ns in sorted(example_namespaces())}, **NAMESPACES}.items():
                 cp.namespace(name, labels)
             stand_ins = install_stand_ins(cp)
-            nodes = fleet()
+            nodes = fleet(counts=CLUSTER_FLEET)
             create_nodes(cp, nodes)
             env = f"KUBECONFIG={cp.kubeconfig}"
             kubectl = cp.kubectl

@@ -649,11 +649,11 @@ def gpu_node(name: str, product: str, *, gpus: int = 8, taints: list[dict] | Non
     }
 
 
-def fleet(taints: list[dict] | None = None) -> list[dict]:
-    """The FLEET's nodes, interleaved (a100-0, l40s-0, h100-0, a100-1, ...) as nodes of several
-    purchase waves join a cluster over time. The order matters: kube-scheduler breaks ties between
-    equally scored nodes in its node list order."""
-    names = [[(f"{kind}-{i}", product) for i in range(count)] for kind, product, count in FLEET]
+def fleet(taints: list[dict] | None = None, counts: tuple[tuple[str, str, int], ...] = FLEET) -> list[dict]:
+    """The nodes of ``counts`` (:data:`FLEET` by default), interleaved (a100-0, l40s-0, h100-0,
+    a100-1, ...) as nodes of several purchase waves join a cluster over time. The order matters:
+    kube-scheduler breaks ties between equally scored nodes in its node list order."""
+    names = [[(f"{kind}-{i}", product) for i in range(count)] for kind, product, count in counts]
     order = [n for row in itertools.zip_longest(*names) for n in row if n]
     return [gpu_node(name, product, taints=taints) for name, product in order]
 
