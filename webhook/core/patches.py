@@ -188,8 +188,10 @@ DIFFS: Memo[bytes] = Memo(1024)
 """The ops of one bare pair (:func:`_bare`), by its content: most pods of one tier want the same
 affinity over the same (often absent) one, and ``jsonpatch.make_patch`` serializes every leaf it
 compares. Kept as :mod:`marshal` bytes, so every caller gets ops of its own to extend or change."""
-DIFF_KEY_MAX_BYTES = 16384
-"""A pair whose content is larger (an affinity of thousands of terms) is diffed without the memo."""
+DIFF_KEY_MAX_BYTES = 4096
+"""A pair whose content is larger (an affinity of many terms) is diffed without the memo: a pod's
+usual pair is a few hundred bytes, and the bound keeps a worker's memo under about 8 MiB (1,024
+keys and their ops) whatever variety hostile pods bring."""
 
 
 def _diff_bare(bare_before: Any, bare_after: Any) -> list[Op]:
