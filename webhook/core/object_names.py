@@ -6,8 +6,9 @@ authors name the Deployment, or label the pods, after the model. When nothing be
 name is the best hint of the model's size there is: :func:`hint` reads it from the well-known
 labels of the pod template (:data:`LABELS`, most specific first), then from the object's own
 ``metadata.name``, and takes it only when :func:`webhook.core.models.describe` finds the name in the
-model catalog or reads a size from it. The caller says so in a note and names the annotation that
-states the model for sure, because a name is a convention, not a configuration.
+model catalog or reads a size from it. The caller only suggests it, in a note that names the
+annotations which state the model for sure: a name is a convention, not a configuration, and says
+neither the precision nor the split.
 
 The object's name is not read from a Pod that a controller made: its name is the controller's
 stamp, different on every copy (``<deployment>-<hash>-<suffix>``), and the server's memo of verdicts
@@ -48,12 +49,6 @@ class NameHint:
     info: ModelInfo
     source: str
     """Where the name is (``label app``, ``the object's name``), for the note."""
-
-    def note(self, declare: str) -> str:
-        """Why the size is what it is and how to state it; ``declare`` names the annotations."""
-        size = f"{self.info.params_b:g}B"
-        return (f"model size {size} taken from {self.source} {self.model[:96]!r}: nothing in the pod names "
-                f"its model; {declare}")
 
 
 @dataclass(frozen=True)
