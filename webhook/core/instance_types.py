@@ -20,7 +20,7 @@ Pure apart from reading the bundled file: strings in, catalog product ids out.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -63,12 +63,7 @@ def load(data: Any, products: Collection[str]) -> InstanceTables:
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"{DATA_FILE}: must be a mapping with {', '.join(_FIELDS)}")
-    for key in data:
-        if key not in _FIELDS:
-            raise ValueError(f"{key}: unknown field (known: {', '.join(_FIELDS)})")
-    for key in _FIELDS:
-        if key not in data:
-            raise ValueError(f"{key}: required field is missing")
+    _exact_fields("", data, _FIELDS)
     prefix = data["sagemaker_prefix"]
     if not isinstance(prefix, str) or not prefix.endswith(".") or len(prefix) < 2:
         raise ValueError(f"sagemaker_prefix: must be a name ending in '.', got {prefix!r}")
@@ -102,6 +97,17 @@ def _product(path: str, pid: Any, products: Collection[str]) -> str:
     return pid
 
 
+def _exact_fields(prefix: str, raw: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Refuse a member of ``raw`` that is not in ``known``, or one of ``known`` that is missing,
+    naming it after ``prefix``."""
+    for key in raw:
+        if key not in known:
+            raise ValueError(f"{prefix}{key}: unknown field (known: {', '.join(known)})")
+    for key in known:
+        if key not in raw:
+            raise ValueError(f"{prefix}{key}: required field is missing")
+
+
 def _gcp(raw: Any, products: Collection[str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
     path = "gcp_machine_families"
     if not isinstance(raw, Mapping) or not raw:
@@ -114,12 +120,7 @@ def _gcp(raw: Any, products: Collection[str]) -> tuple[Mapping[str, str], Mappin
             raise ValueError(f"{where}: not a GCE machine family (<series>-<kind>: a3-highgpu)")
         if not isinstance(entry, Mapping):
             raise ValueError(f"{where}: must be a mapping with {', '.join(_GCP_FIELDS)}")
-        for key in entry:
-            if key not in _GCP_FIELDS:
-                raise ValueError(f"{where}.{key}: unknown field (known: {', '.join(_GCP_FIELDS)})")
-        for key in _GCP_FIELDS:
-            if key not in entry:
-                raise ValueError(f"{where}.{key}: required field is missing")
+        _exact_fields(f"{where}.", entry, _GCP_FIELDS)
         accelerator = entry["accelerator"]
         if not isinstance(accelerator, str) or not accelerator:
             raise ValueError(f"{where}.accelerator: must be a GKE accelerator type, got {accelerator!r}")
