@@ -403,8 +403,9 @@ def markdown(results: dict[str, Any], png_dir: str, baseline: dict[str, Any] | N
         add("")
         warmed = mem.get("gpu-admission", {}).get("warmup_requests")
         if warmed:
-            add(f"Warm-up: 4 s of the cold mix at 8 connections to both servers, then {warmed:,} more requests to "
-                "gpu-admission, counted (its bounded memos, 512 verdicts and 2,048 launcher entries a worker, "
+            add(f"Warm-up: 4 s of the cold mix at 8 connections to every server, then {warmed:,} more requests to "
+                "gpu-admission (and to the tree before, when one is served: both trees go into the rounds with the "
+                "same history), counted (its bounded memos, 512 verdicts and 2,048 launcher entries a worker, "
                 "are full by then); the growth is measured from there, where a leak would show. Runs before 3 Dec "
                 "used the 4-second warm-up alone, which left part of the memos' filling in the measured phase.")
             add("")

@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with", dest="with_results", type=Path, default=None, metavar="RESULTS.json",
                         help="take the phases this run does not run from an earlier results.json (each phase "
                              "carries its floors and peers, measured side by side inside it; meta.merged says which)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds of each server cell (default 3, or %d with --before-tree); more rounds "
+                             "let the sign test against the tree before allow a contrary round" % 5)
     parser.add_argument("--before-tree", metavar="REV", default=None,
                         help="also serve REV's webhook package (git archive) in the server and e2e phases, "
                              "alternated with this tree's and the floor's in the same rounds: a serving-layer "
@@ -108,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                 from bench import server_bench
                 if args.before_tree:
                     with before_tree(args.before_tree) as tree:
-                        results["server"] = server_bench.run(log=log, before=(args.before_tree, tree))
+                        results["server"] = server_bench.run(log=log, rounds=args.rounds, before=(args.before_tree, tree))
                 else:
-                    results["server"] = server_bench.run(log=log)
+                    results["server"] = server_bench.run(log=log, rounds=args.rounds)
             elif phase == "check":
                 from bench import check_bench
                 results["check"] = check_bench.run()

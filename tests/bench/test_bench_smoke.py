@@ -285,17 +285,29 @@ def test_e2e_summary_compares_a_tree_before_against_the_same_floor() -> None:
     assert "`003b03b`" in md and "| this tree's creates/s / the tree before's | 1.25x | 1.25x |" in md
 
 
+def test_each_server_starts_a_round_as_often_as_the_others() -> None:
+    """A drift of the VM's speed within a round must not always fall on the same server."""
+    from bench import server_bench
+
+    names = ("gpu-admission", "floor", "before")
+    orders = [server_bench.rotated(names, r) for r in range(6)]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    assert sorted(o[0] for o in orders) == sorted(names * 2)
+
+
 @pytest.mark.parametrize(("now", "before", "worse"), [
     pytest.param([90, 95, 80, 99, 70], [100] * 5, True, id="slower-in-every-round"),
     pytest.param([90, 95, 80, 101, 70], [100] * 5, False, id="one-round-faster"),
     pytest.param([50, 50, 50, 50], [100] * 4, None, id="too-few-rounds-to-tell"),
+    pytest.param([90, 95, 80, 101, 70, 90, 95, 80, 99], [100] * 9, True, id="eight-of-nine-slower"),
+    pytest.param([90, 95, 80, 101, 70, 90, 95, 101, 99], [100] * 9, False, id="seven-of-nine-slower"),
 ])
 def test_the_tree_before_is_compared_round_by_round_with_a_sign_test(now, before, worse) -> None:
     """A ratio of medians over a few rounds moves with this VM's speed (the floor's own req/s moves by
     up to 40% between rounds); the rows also carry each round's ratio and a sign test on them."""
     from bench import server_bench
 
-    floor = [1000, 600, 800, 900, 700][:len(now)]
+    floor = [1000, 600, 800, 900, 700, 650, 950, 850, 750][:len(now)]
     runs = [{"server": server, "endpoint": "mixed", "connections": 8, "traffic": "realistic", "round": r,
              "rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0, "percentiles_ms": {"50": 1.0}}
             for r in range(len(now))
