@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -57,3 +58,23 @@ def test_a_keep_line_keeps_what_a_test_reads() -> None:
                                 "# keeps: Pod:spec.priorityClassName (a test reads it)\n" + pod)
     assert "priorityClassName" not in plain and "meta-llama/Llama-3.1-8B-Instruct" in plain
     assert "priorityClassName: high" in kept and "# keeps: Pod:spec.priorityClassName" in kept
+
+
+def test_a_knative_service_is_a_workload_and_a_core_service_is_not() -> None:
+    """The tool drops the objects around a workload by kind; Knative's Service shares the name of
+    the core one and holds a pod template, so it stays (and its Route goes)."""
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    import fixture_facts
+
+    text = ("# source: o/r/knative samples/serve.yaml@0123456\n"
+            "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: llm}\nspec:\n  template:\n"
+            "    spec:\n      containers:\n      - image: vllm/vllm-openai:v0.9.0\n"
+            "        args: [--model, meta-llama/Llama-3.1-8B-Instruct]\n"
+            "        resources: {limits: {nvidia.com/gpu: 1}}\n"
+            "---\napiVersion: v1\nkind: Service\nmetadata: {name: llm-lb}\nspec: {ports: [{port: 80}]}\n"
+            "---\napiVersion: serving.knative.dev/v1\nkind: Route\nmetadata: {name: llm}\nspec: {traffic: []}\n")
+    out = fixture_facts.render(text)
+    assert out.startswith("# describes: o/r knative samples/serve.yaml @ 0123456\n")  # a path with a space
+    docs = list(yaml.safe_load_all(out))
+    assert [(d["apiVersion"], d["kind"]) for d in docs] == [("serving.knative.dev/v1", "Service")]
+    assert "meta-llama/Llama-3.1-8B-Instruct" in out

@@ -187,6 +187,27 @@ def test_every_match_condition_tests_the_gpu_resources_of_the_policy(rendered) -
             assert expr.count("(") == expr.count(")")
 
 
+@pytest.mark.parametrize("rel", ["base"])
+def test_mig_slices_and_kai_shares_reach_the_validating_entries_only(rendered, rel: str) -> None:
+    """A MIG slice (nvidia.com/mig-*) or a KAI gpu-fraction / gpu-memory pod counts 0 whole GPUs: the
+    core judges it with warnings (webhook.core.gpu_shares), which only a validating entry returns;
+    the mutating entry pins nothing for it, so it is not sent there. (The apiserver evaluates these
+    expressions for real in tests/e2e/test_install.py.)"""
+    for kind, w in webhooks(rendered[rel]):
+        for condition in w.get("matchConditions", []):
+            if condition["name"] != "requests-nvidia-gpu":
+                continue
+            expr = condition["expression"]
+            shares = ("k.startsWith('nvidia.com/mig-')", "'gpu-fraction' in ", "'gpu-memory' in ")
+            if kind == "ValidatingWebhookConfiguration":
+                assert all(s in expr for s in shares), w["name"]
+                # every pod template the entry reads has its annotations tested
+                specs = re.findall(r"\[(object(?:\.[A-Za-z]+)*)\.spec\]", expr)
+                assert specs and all(f"'gpu-fraction' in {p}.metadata.annotations" in expr for p in specs), w["name"]
+            else:
+                assert not any(s in expr for s in shares), w["name"]
+
+
 def selects(selector: dict, labels: dict[str, str]) -> bool:
     """A Kubernetes label selector, as the apiserver evaluates a webhook's namespaceSelector."""
     for key, value in selector.get("matchLabels", {}).items():

@@ -23,6 +23,9 @@ CASES = [
     pytest.param("trainjob-torch-llama.yaml", "TrainJob", [("node", 8, 4)], id="trainjob-numNodes-4"),
     pytest.param("jobset-torchrun.yaml", "JobSet", [("workers", 8, 4)], id="jobset-2-jobs-x-parallelism-2"),
     pytest.param("ray-cluster-gpu-workers.yaml", "RayCluster", [("gpu-workers", 4, 2)], id="raycluster-cpu-head"),
+    # ray.io/v1alpha1: no numOfHosts, one pod per replica
+    pytest.param("ray-cluster-v1alpha1-llama-2-70b.yaml", "RayCluster", [("tp-workers", 4, 2)],
+                 id="raycluster-v1alpha1"),
     pytest.param("rayjob-finetune.yaml", "RayJob", [("gpu", 8, 2)], id="rayjob-minReplicas-2"),
     pytest.param("rayservice-llm-qwen2.5-32b-tp2.yaml", "RayService", [("gpu-group", 2, 1)], id="rayservice-tp2"),
     pytest.param("volcano-job-mpi.yaml", "Job", [("mpiworker", 8, 2)], id="volcano-cpu-master"),

@@ -101,6 +101,24 @@ CASES = [
 ]
 
 
+def claiming(obj: dict[str, Any], **claims: str) -> dict[str, Any]:
+    """``obj``'s pod spec with ``spec.resourceClaims`` (name -> ResourceClaimTemplate), each named in
+    the first container's ``resources.claims``."""
+    spec = obj["spec"]
+    spec["resourceClaims"] = [{"name": n, "resourceClaimTemplateName": t} for n, t in claims.items()]
+    spec["containers"][0].setdefault("resources", {})["claims"] = [{"name": n} for n in claims]
+    return obj
+
+
+CASES += [
+    pytest.param(Case(claiming(pod(server(LLAMA_70B, "--tensor-parallel-size", "4")), gpus="four-gpus"),
+                      ("DRA: Llama-3.1-70B-Instruct (70.6B) at TP4 with no nvidia.com/gpu",
+                       "ResourceClaims [gpus (template four-gpus)]", "dra-missing-product-constraint",
+                       "fit and the pod's tier are not judged, no pin added")),
+                 id="dra-gpus-from-a-claim-template-said"),
+]
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_other_gpu_forms_are_judged_and_said(case: Case) -> None:
     (r,) = judge(case.obj, S)  # one result: never the generic not-judged one beside it
@@ -128,6 +146,29 @@ def test_only_uncounted_requests_are_said(policy: dict[str, Any], obj: dict[str,
     assert [r.profile.gpus_per_pod for r in results] == [gpus]
     said = [w for r in results for w in r.decision.warnings if w.startswith(("MIG:", "GPU sharing"))]
     assert bool(said) is mig_said, said
+
+
+@pytest.mark.parametrize(("obj", "gpus", "said"), [
+    pytest.param(claiming(pod(server(QWEN_7B, limits={"nvidia.com/gpu": 4})), imex="imex-channel-0"), 4,
+                 "DRA: besides 4 GPU(s) the pod claims devices through ResourceClaims [imex (template "
+                 "imex-channel-0)]: not judged here", id="imex-channel-beside-gpus-said"),
+    pytest.param(claiming(pod({"name": "app", "image": "acme/api:1", "command": ["./serve"]}), nic="rdma-nic"), 0,
+                 None, id="claim-without-gpu-work-not-said"),
+    pytest.param(pod(server(QWEN_7B, limits={"nvidia.com/gpu": 1})), 1, None, id="no-claims-nothing-said"),
+])
+def test_dra_claims_on_the_pod_are_said_where_they_may_be_gpus(obj: dict[str, Any], gpus: int,
+                                                              said: str | None) -> None:
+    """A claim beside counted GPUs is said (not judged); a claim on a pod with no sign of GPU work
+    is not (most DRA devices are not GPUs); the GPU count and its pin are unchanged."""
+    (r,) = judge(obj, S)
+    assert r.profile.gpus_per_pod == gpus
+    dra_said = [w for w in r.decision.warnings if w.startswith("DRA:")]
+    if said is None:
+        assert dra_said == []
+    else:
+        assert len(dra_said) == 1 and said in dra_said[0], dra_said
+    if gpus:
+        assert r.decision.placement is not None
 
 
 @pytest.mark.parametrize(("obj", "where"), [

@@ -39,12 +39,14 @@ def test_the_public_tables_are_the_bundled_file() -> None:
     assert dict(instance_types.OCI_SHAPES) == dict(tables.oci_shapes)
     assert dict(instance_types.GCP_MACHINE_FAMILIES) == dict(tables.gcp_machine_families)
     assert dict(instance_types.GCP_ACCELERATORS) == dict(tables.gcp_accelerators)
+    assert dict(instance_types.NEBIUS_PLATFORMS) == dict(tables.nebius_platforms)
 
 
 @pytest.mark.parametrize("table", [
     pytest.param(instance_types.INSTANCE_FAMILIES, id="ec2"), pytest.param(instance_types.AZURE_SIZES, id="azure"),
     pytest.param(instance_types.OCI_SHAPES, id="oci"), pytest.param(instance_types.GCP_MACHINE_FAMILIES, id="gcp"),
     pytest.param(instance_types.GCP_ACCELERATORS, id="gcp-accelerators"),
+    pytest.param(instance_types.NEBIUS_PLATFORMS, id="nebius"),
 ])
 def test_the_public_tables_are_read_only(table: Any) -> None:
     with pytest.raises(TypeError):
@@ -57,14 +59,15 @@ def test_every_entry_names_its_source_or_says_it_has_none() -> None:
     entry above it, or is marked unconfirmed with ``(?)``."""
     text = bundled.text("instance-types.yaml")
     header = set(re.findall(r"^#\s+\[([A-Z]+)\]", text, flags=re.MULTILINE))
-    assert {"K", "HP", "CA", "AZ", "KAITO", "ASPIRE", "OCI", "CT", "XPK"} <= header
+    assert {"K", "HP", "CA", "AZ", "KAITO", "ASPIRE", "OCI", "CT", "XPK", "NEB"} <= header
     section, source = None, None
     for line in text.splitlines():
         head = re.match(r"^([a-z_]+):", line)
         if head:
             section, source = head.group(1), None
             continue
-        if section in ("azure_sizes", "oci_shapes", "gcp_machine_families") and re.match(r"^  \S", line):
+        if section in ("azure_sizes", "oci_shapes", "gcp_machine_families", "nebius_platforms") \
+                and re.match(r"^  \S", line):
             cited = re.findall(r"\[([A-Z]+)\]", line)
             assert set(cited) <= header, line
             source = cited or ("(?)" if "(?)" in line else source)
@@ -91,6 +94,8 @@ def test_every_entry_names_its_source_or_says_it_has_none() -> None:
         pytest.param(_set(("oci_shapes", "BM GPU"), "A10"), r"^oci_shapes\.BM GPU: names must be non-empty strings",
                      id="name-with-space"),
         pytest.param(_set(("oci_shapes",), {}), r"^oci_shapes: must be a non-empty mapping", id="empty-table"),
+        pytest.param(_set(("nebius_platforms", "h100-sxm"), "H100-SXM5-80GB"),
+                     r"^nebius_platforms\.h100-sxm: not a Nebius GPU platform", id="nebius-platform-shape"),
         pytest.param(_set(("azure_sizes",), ["standard_nc4as_t4_v3"]), r"^azure_sizes: must be a non-empty mapping",
                      id="table-not-mapping"),
         pytest.param(_set(("sagemaker_prefix",), "ml"), r"^sagemaker_prefix: must be a name ending in '\.'",

@@ -29,6 +29,11 @@ BGE = "BAAI/bge-large-en-v1.5"
 GEMMA = "google/gemma-2-9b-it"
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    # ---- vllm-omni: vLLM's own CLI with --omni (vllm-project/vllm-omni examples/online_serving/
+    # qwen2_5_omni/README.md: "vllm serve Qwen/Qwen2.5-Omni-7B --omni --port 8091"), read as vLLM serve
+    ("vllm-omni-serve", c(["vllm", "serve", "Qwen/Qwen2.5-Omni-7B", "--omni", "--port", "8091",
+                           "--tensor-parallel-size", "2"], image="vllm/vllm-omni:v0.11.0rc1"),
+     dict(framework="vllm", role="inference", model="Qwen/Qwen2.5-Omni-7B", tensor_parallel=2)),
     # ---- TGI from any image that runs its launcher, configured by env only
     ("tgi-dlc-env-only", c(env={"MODEL_ID": GEMMA, "NUM_SHARD": "2", "QUANTIZE": "bitsandbytes-nf4"}, image=TGI_DLC),
      dict(framework="tgi", role="inference", model=GEMMA, tensor_parallel=2, quantization="bnb-4bit")),

@@ -43,6 +43,19 @@ def test_old_version_reads_as_the_new(name: str, kind: str, old: str) -> None:
     assert any(r.profile.gpus_per_pod > 0 for r in judge(obj, S))
 
 
+def test_the_v1alpha1_example_is_the_v1_reading() -> None:
+    """examples/ray-cluster-v1alpha1-llama-2-70b.yaml, as written (v1alpha1), and as v1: the same
+    groups, GPUs, model and tensor parallelism."""
+    obj = example("ray-cluster-v1alpha1-llama-2-70b.yaml", "RayCluster")
+    assert obj["apiVersion"] == "ray.io/v1alpha1"
+    as_v1 = copy.deepcopy(obj)
+    as_v1["apiVersion"] = "ray.io/v1"
+    assert facts(obj) == facts(as_v1)
+    (workers,) = [r for r in judge(obj, S) if r.profile.gpus_per_pod]
+    assert (workers.profile.gpus_per_pod, workers.profile.pods, workers.profile.tensor_parallel) == (4, 2, 8)
+    assert workers.profile.model and "70b" in workers.profile.model.lower()
+
+
 @pytest.mark.parametrize(("group", "version", "plural"), [
     pytest.param("ray.io", "v1alpha1", "rayclusters", id="ray"),
     pytest.param("serving.kubeflow.org", "v1beta1", "inferenceservices", id="kfserving"),

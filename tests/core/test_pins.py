@@ -266,6 +266,10 @@ def test_warning_is_only_for_unreadable_pins() -> None:
     pytest.param("g2-standard-96", "L4", id="gce-g2"), pytest.param("a3-ultragpu-8g", "H200", id="gce-a3-ultra"),
     pytest.param("a3-highgpu-1g-gdc", None, id="gdc-h100-94gb"),
     pytest.param("a3-edgegpu-8g", None, id="gce-unconfirmed"), pytest.param("n1-standard-8", None, id="gce-cpu"),
+    pytest.param("gpu-h100-sxm-8gpu-128vcpu-1600gb", "H100-SXM5-80GB", id="nebius-h100"),
+    pytest.param("gpu-b200-sxm-a-8gpu-160vcpu-1792gb", "B200", id="nebius-b200-a"),
+    pytest.param("gpu-h100-sxm", None, id="nebius-platform-without-preset"),
+    pytest.param("cpu-d3-16vcpu-64gb", None, id="nebius-cpu"),
     pytest.param("", None, id="empty"),
 ])
 def test_instance_product(value: str, product: str | None) -> None:

@@ -66,18 +66,24 @@ CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime", "ClusterBaseModel", "Clust
 """Example kinds whose objects have no namespace."""
 
 
-def example_kinds() -> dict[tuple[str, str], str]:
-    """(group, kind) -> version of every custom kind the bundled examples use (not the built-in
-    groups), so that each of their files applies."""
-    found: dict[tuple[str, str], str] = {}
+def example_kinds() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(group, kind) -> the versions of every custom kind the bundled examples use (not the built-in
+    groups), so that each of their files applies; the most stable version first (``v1`` before
+    ``v1alpha1``), the one a stand-in stores."""
+    found: dict[tuple[str, str], set[str]] = {}
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if not isinstance(doc, dict) or not isinstance(doc.get("apiVersion"), str):
                 continue
             group, _, version = doc["apiVersion"].rpartition("/")
             if "." in group:  # apps, batch and the core group are built in
-                found.setdefault((group, doc["kind"]), version)
-    return found
+                found.setdefault((group, doc["kind"]), set()).add(version)
+    return {key: tuple(sorted(versions, key=_stability)) for key, versions in found.items()}
+
+
+def _stability(version: str) -> tuple[int, str]:
+    """GA versions before beta before alpha (Kubernetes' own version priority, coarsely)."""
+    return ("alpha" in version) * 2 + ("beta" in version), version
 
 
 def install_stand_ins(cp: ControlPlane) -> list[str]:
@@ -85,13 +91,13 @@ def install_stand_ins(cp: ControlPlane) -> list[str]:
     kind no running operator serves yet; the names installed. The kinds' objects are then stored and
     judged by the webhook as in a cluster that runs the operator, but nothing makes their pods."""
     made = []
-    for (group, kind), version in sorted(example_kinds().items()):
+    for (group, kind), versions in sorted(example_kinds().items()):
         plural = f"{kind.lower()}s"
         name = f"{plural}.{group}"
         if cp.get("crd", name):
             continue  # the JobSet and LWS controllers installed their own
         scope = "Cluster" if kind in CLUSTER_SCOPED else "Namespaced"
-        cp.apply([stand_in_crd(group, version, kind, plural, scope)])
+        cp.apply([stand_in_crd(group, versions, kind, plural, scope)])
         made.append(name)
     if made:
         wait_established(cp, tuple(made))

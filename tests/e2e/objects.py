@@ -73,12 +73,18 @@ def product_affinity(obj: dict) -> list[str] | None:
     return None
 
 
-def stand_in_crd(group: str, version: str, kind: str, plural: str, scope: str = "Namespaced") -> dict:
+def stand_in_crd(group: str, version: str | tuple[str, ...], kind: str, plural: str,
+                 scope: str = "Namespaced") -> dict:
     """A minimal CRD, a stand-in for an operator this e2e does not run: any spec is kept
-    (x-kubernetes-preserve-unknown-fields), no validation, no defaults, no status subresource."""
+    (x-kubernetes-preserve-unknown-fields), no validation, no defaults, no status subresource.
+    Several versions are all served (the first is stored; with no conversion webhook the API server
+    only rewrites apiVersion, which is what a stand-in needs: KubeRay's v1alpha1 and v1 RayCluster
+    share the fields read)."""
+    versions = (version,) if isinstance(version, str) else version
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.{group}"},
             "spec": {"group": group, "scope": scope,
                      "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+                     "versions": [{"name": v, "served": True, "storage": i == 0, "schema": schema}
+                                  for i, v in enumerate(versions)]}}

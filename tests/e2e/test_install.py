@@ -9,7 +9,8 @@
   ConfigMap's policy.
 - The CEL matchConditions are evaluated by the apiserver for real: a GPU object reaches the webhook,
   a CPU one does not (the server's request counter proves it), for pods, init containers, workload
-  templates, CronJobs and LeaderWorkerSets (with a stand-in CRD).
+  templates, CronJobs and LeaderWorkerSets (with a stand-in CRD); a MIG slice or a KAI-shared pod
+  reaches the validating entry only.
 - The webhook's own policy ConfigMap is judged on apply: a broken policy is refused with the reason
   (`--dry-run=server`), the shipped one passes, another ConfigMap of the namespace is not sent.
 """
@@ -139,6 +140,28 @@ def test_a_gpu_in_an_init_container_or_in_requests_is_enough(installed) -> None:
         done = create(cp, requests_only)
     assert done.returncode != 0 and "Limit must be set" in done.stderr
     assert sent == [1]
+
+
+def test_mig_slices_and_kai_shares_are_validated_with_warnings_not_pinned(installed) -> None:
+    """0 whole GPUs, yet GPU work: a MIG slice and a KAI gpu-fraction pod reach /validate only (the
+    apiserver's CEL), are admitted with the core's warning, and get no product pin; so does a
+    Deployment whose template carries KAI's gpu-memory."""
+    cp, hook, _ = installed
+    mig = vllm_pod("mig-slice", "e2e-enforce", gpus=None)
+    mig["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-3g.40gb": "1"}}
+    kai = vllm_pod("kai-share", "e2e-enforce", gpus=None)
+    kai["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    kai["spec"]["schedulerName"] = "kai-scheduler"
+    shared = deployment("kai-share", "e2e-enforce", gpus=None)
+    shared["spec"]["paused"] = True
+    shared["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})["gpu-memory"] = "20000"
+    with hook.counting() as sent:
+        done = [create(cp, obj) for obj in (mig, kai, shared)]
+    for d, what in zip(done, ("MIG:", "GPU sharing", "GPU sharing")):
+        assert d.returncode == 0, d.stderr
+        assert "Warning:" in d.stderr and what in d.stderr, d.stderr
+    assert product_affinity(json.loads(done[0].stdout)) is None and product_affinity(json.loads(done[1].stdout)) is None
+    assert sent == [3]  # one /validate each, no /mutate
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "CronJob"])

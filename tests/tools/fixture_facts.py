@@ -57,7 +57,21 @@ DROPPED_KINDS = frozenset({
     "ServiceMonitor", "PodMonitor", "Namespace", "Gateway", "HTTPRoute", "NetworkPolicy", "StorageClass",
     "InferencePool", "InferenceModel", "Route",
 })
-"""Objects around a workload that hold no pod spec and no fact the engine reads."""
+"""Objects around a workload that hold no pod spec and no fact the engine reads (by kind, in the core
+and networking groups: see :func:`dropped`)."""
+WORKLOADS_OF_A_DROPPED_NAME = frozenset({("serving.knative.dev", "Service")})
+"""(group, kind) of workloads that share a name with a dropped kind: a Knative Service holds a pod
+template (its Route does not, and is dropped like any other)."""
+
+
+def dropped(doc: Any) -> bool:
+    """Whether ``doc`` is an object around a workload (:data:`DROPPED_KINDS`), not a workload whose
+    kind has the same name (:data:`WORKLOADS_OF_A_DROPPED_NAME`)."""
+    if not isinstance(doc, dict) or doc.get("kind") not in DROPPED_KINDS:
+        return False
+    version = doc.get("apiVersion")
+    group = version.rpartition("/")[0] if isinstance(version, str) else ""
+    return (group, doc["kind"]) not in WORKLOADS_OF_A_DROPPED_NAME
 CONTAINER_NOISE = frozenset({
     "livenessProbe", "readinessProbe", "startupProbe", "ports", "securityContext", "imagePullPolicy",
     "lifecycle", "terminationMessagePath", "terminationMessagePolicy", "stdin", "stdinOnce", "tty",
@@ -68,7 +82,8 @@ POD_NOISE = frozenset({
 })
 METADATA_NOISE = frozenset({"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields",
                             "selfLink"})
-_SOURCE = re.compile(r"^#\s*source:\s*(?P<repo>[^/\s]+/[^/\s]+)/(?P<path>\S+?)@(?P<commit>[0-9a-f]{7,40})\s*$")
+_SOURCE = re.compile(r"^#\s*source:\s*(?P<repo>[^/\s]+/[^/\s]+)/(?P<path>\S.*?)@(?P<commit>[0-9a-f]{7,40})\s*$")
+"""``# source: owner/repo/path@commit``; the path may hold spaces (``docs/My Samples/pod.yaml``)."""
 _NOTE = re.compile(r"^#\s*(?:note|about):\s*(?P<text>.+)$")
 
 
@@ -291,7 +306,7 @@ def header(text: str) -> tuple[str, str, str, str | None]:
         found = _SOURCE.match(line)
         if found:
             repo, path, commit = found["repo"], found["path"], found["commit"]
-        described = re.match(r"^# describes: (\S+) (\S+) @ ([0-9a-f]{7,40})$", line)
+        described = re.match(r"^# describes: (\S+) (\S.*?) @ ([0-9a-f]{7,40})$", line)
         if described:
             repo, path, commit = described.groups()
         noted = _NOTE.match(line)
@@ -308,7 +323,7 @@ def render(text: str, others: Sequence[Any] = ()) -> str:
     repo, path, commit, note = header(text)
     docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     kept = [prune({k: v for k, v in d.items() if k != "status"}) for d in docs
-            if d.get("kind") not in DROPPED_KINDS]
+            if not dropped(d)]
     keep_lines = keeps_of(text)
     keeps = [_keep_path(_KEEP.match(line)["path"]) for line in keep_lines]  # type: ignore[index]
     kept = minimize(kept, others, keeps)

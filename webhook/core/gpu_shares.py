@@ -28,6 +28,15 @@ product (the slice's resource name or the sharing scheduler chooses the nodes, s
 added) and, for ``gpu-fraction``, the memory (it depends on the GPU the pod lands on). Every finding
 is a warning: the pod is admitted, and never in silence.
 
+- **DRA claims on the pod** (``spec.resourceClaims``, each a ``resourceClaimName`` or a
+  ``resourceClaimTemplateName``; containers name them in ``resources.claims``: ``k8s.io/api/core/v1``
+  ``PodResourceClaim``, ``ResourceRequirements.Claims``). A pod whose GPUs come from a claim counts 0
+  ``nvidia.com/gpu``; the claim itself is judged where it is written (:mod:`webhook.core.dra`: one
+  product across its GPUs), the pod's model is not sized against devices it cannot see. A claim
+  *beside* counted GPUs (an IMEX channel of a ComputeDomain on GB200 NVL72 systems, a NIC) is not
+  judged either; both are said. A claim alone on a pod with no sign of GPU work (no launcher, no
+  model) is said nothing about: most DRA devices are not GPUs.
+
 Also here, for ``check``: what a launcher states about GPUs (``torchrun --nproc-per-node 8``) when
 the object's GPU quantity is still a template (:func:`launcher_statements`).
 
@@ -41,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.core import inference, sizing
+from webhook.core import dra, inference, sizing
 from webhook.core.domain import GpuProduct, LabelOption, WorkloadProfile
 from webhook.core.placing import describe
 from webhook.core.counts import ASCII_SPACE, parse_count
@@ -160,6 +169,43 @@ def shared_gpu(annotations: Mapping[str, str]) -> SharedGpu | None:
     return SharedGpu(fraction, memory, devices, tuple(problems))
 
 
+@dataclass(frozen=True)
+class PodClaim:
+    """One entry of a pod's ``spec.resourceClaims``: its name and where its devices come from."""
+
+    name: str
+    source: str
+    """``template <name>`` (a ResourceClaimTemplate, one claim per pod) or ``claim <name>``."""
+
+
+def pod_claims(spec: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    """The DRA claims of a pod spec, in order; entries that are not mappings with a name are skipped
+    (the apiserver refuses them)."""
+    out = []
+    claims = spec.get("resourceClaims")
+    for entry in claims if isinstance(claims, list) else []:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        template, claim = entry.get("resourceClaimTemplateName"), entry.get("resourceClaimName")
+        source = (f"template {str(template)[:63]}" if isinstance(template, str)
+                  else f"claim {str(claim)[:63]}" if isinstance(claim, str) else "no source")
+        out.append(PodClaim(entry["name"][:63], source))
+    return tuple(out)
+
+
+def _judge_claims(profile: WorkloadProfile, claims: tuple[PodClaim, ...]) -> list[str]:
+    named = ", ".join(f"{c.name} ({c.source})" for c in claims[:4]) + (" ..." if len(claims) > 4 else "")
+    if profile.gpus_per_pod > 0:
+        return [f"DRA: besides {profile.gpus_per_pod} GPU(s) the pod claims devices through ResourceClaims "
+                f"[{named}]: not judged here (an IMEX channel or another DRA device is placed by its driver)"]
+    if not (profile.framework or profile.model or stated_devices(profile)):
+        return []
+    work = describe(profile) if profile.model else (profile.framework or "GPU work")
+    return [f"DRA: {work} with no nvidia.com/gpu: its devices come from ResourceClaims [{named}], which no GPU "
+            f"count reads; the claim's product constraint is judged on the ResourceClaim(Template) itself "
+            f"({dra.MISSING_CONSTRAINT}); the model's fit and the pod's tier are not judged, no pin added"]
+
+
 def stated_devices(profile: WorkloadProfile) -> int | None:
     """GPUs per pod that the launch states (TP x PP declared to a server, processes per pod for
     training), ``None`` when it states nothing (a server's default TP of 1 is no statement)."""
@@ -172,10 +218,12 @@ def stated_devices(profile: WorkloadProfile) -> int | None:
 
 def judge(profile: WorkloadProfile, template: PodTemplate, settings: Settings) -> tuple[str, ...]:
     """Warnings for a pod that asks for MIG slices or a shared GPU and for no whole GPU
-    (``profile.gpus_per_pod == 0``); ``()`` for any other pod."""
+    (``profile.gpus_per_pod == 0``), or for GPUs through DRA claims (with or without whole GPUs);
+    ``()`` for any other pod."""
+    claims = pod_claims(template.spec) if "resourceClaims" in template.spec else ()
     if profile.gpus_per_pod > 0:
-        return ()
-    out: list[str] = []
+        return tuple(_judge_claims(profile, claims)) if claims else ()
+    out: list[str] = _judge_claims(profile, claims) if claims else []
     for piece in mig_slices(template.spec, template.spec_pointer, settings.gpu_resources):
         out.extend(_judge_mig(profile, piece, settings))
     shared = shared_gpu(template.annotations)

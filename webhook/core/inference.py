@@ -330,7 +330,9 @@ def profile(template: PodTemplate, *, gpu_resources: tuple[str, ...],
         tp_declared = tp_declared or leader.tp_declared
     if launch is not None and tp is None and launch.role == "inference":
         traits = launcher_traits.of(launch.framework)
-        if launch.uses_all_gpus or traits.shards_all_gpus:
+        if traits.layers_over_gpus and pp is None:
+            tp, pp = 1, max(gpu_req.gpus, 1)
+        elif launch.uses_all_gpus or traits.shards_all_gpus:
             tp = max(gpu_req.gpus, 1)
         elif traits.tp_assumed:
             tp = 1  # vLLM, SGLang, TRT-LLM, LMDeploy: TP defaults to 1 whatever the pod requests

@@ -33,13 +33,17 @@ from webhook.core.hardware import default_catalog
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 DATA_FILE = "instance-types.yaml"
 
-_FIELDS = ("sagemaker_prefix", "ec2_families", "azure_sizes", "oci_shapes", "gcp_machine_families")
+_FIELDS = ("sagemaker_prefix", "ec2_families", "azure_sizes", "oci_shapes", "gcp_machine_families",
+           "nebius_platforms")
 _GCP_FIELDS = ("product", "accelerator")
 _EC2_FAMILY = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 """An EC2 family: what comes before the first dot of an instance type (``p5``, ``p6-b200``)."""
 _GCP_FAMILY = re.compile(r"[a-z][a-z0-9]*-[a-z]+")
 """A GCE machine family: the series and the kind (``a3-highgpu``), the part :data:`_GCP_MACHINE` splits off."""
 _GCP_MACHINE = re.compile(r"([a-z][a-z0-9]*-[a-z]+)-([0-9]+g?)")
+_NEBIUS_PLATFORM = re.compile(r"gpu-[a-z0-9]+(?:-[a-z0-9]+)*")
+_NEBIUS_TYPE = re.compile(r"(gpu-[a-z0-9-]{1,40}?)-([0-9]{1,2}gpu-[0-9]{1,4}vcpu-[0-9]{1,6}gb)")
+"""A Nebius instance type: the platform, then the preset (``gpu-h100-sxm-8gpu-128vcpu-1600gb``)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class InstanceTables:
     oci_shapes: Mapping[str, str]
     gcp_machine_families: Mapping[str, str]
     gcp_accelerators: Mapping[str, str]
+    nebius_platforms: Mapping[str, str]
 
 
 def load(data: Any, products: Collection[str]) -> InstanceTables:
@@ -77,7 +82,11 @@ def load(data: Any, products: Collection[str]) -> InstanceTables:
             raise ValueError(f"azure_sizes.{size}: must be lower-case (Azure compares sizes case-insensitively)")
     oci = _table("oci_shapes", data["oci_shapes"], products)
     gcp, accelerators = _gcp(data["gcp_machine_families"], products)
-    return InstanceTables(prefix, ec2, azure, oci, gcp, accelerators)
+    nebius = _table("nebius_platforms", data["nebius_platforms"], products)
+    for platform in nebius:
+        if not _NEBIUS_PLATFORM.fullmatch(platform):
+            raise ValueError(f"nebius_platforms.{platform}: not a Nebius GPU platform (gpu-<card>-...: gpu-h100-sxm)")
+    return InstanceTables(prefix, ec2, azure, oci, gcp, accelerators, nebius)
 
 
 def _table(path: str, raw: Any, products: Collection[str]) -> Mapping[str, str]:
@@ -163,6 +172,10 @@ GCP_ACCELERATORS: Mapping[str, str] = _TABLES.gcp_accelerators
 reads it as the product above, so the two files cannot drift apart."""
 
 
+NEBIUS_PLATFORMS: Mapping[str, str] = _TABLES.nebius_platforms
+"""Nebius GPU platform -> product; a Nebius node's instance type is ``<platform>-<preset>``."""
+
+
 def instance_product(value: str) -> str | None:
     """Catalog id of the one GPU product an instance type carries, or ``None`` when it is not known
     here (which says nothing about the type: it may be a CPU type or a GPU type this table lacks)."""
@@ -177,6 +190,9 @@ def instance_product(value: str) -> str | None:
     gcp = _GCP_MACHINE.fullmatch(value)
     if gcp and gcp.group(1) in GCP_MACHINE_FAMILIES:
         return GCP_MACHINE_FAMILIES[gcp.group(1)]
+    nebius = _NEBIUS_TYPE.fullmatch(value) if value.startswith("gpu-") else None
+    if nebius and nebius.group(1) in NEBIUS_PLATFORMS:
+        return NEBIUS_PLATFORMS[nebius.group(1)]
     ec2 = value.removeprefix(SAGEMAKER_PREFIX)
     if ec2 != value and "." not in ec2:
         return None  # "ml.g5" names no instance

@@ -59,10 +59,8 @@ def _reused(req: Request, replies: Replies | None, variant: tuple[Hashable, ...]
     return Outcome(reply, outcome.allowed, outcome.mode, outcome.codes, outcome.tier, outcome.judged, HIT, wire)
 
 
-def _keep(outcome: Outcome, replies: Replies | None, variant: tuple[Hashable, ...], memo: str | None) -> Outcome:
-    """Keep an allowing reply for the next copies (a denial names the object: it is built each time);
-    the outcome says how the memo answered (``memo``)."""
-    outcome = replace(outcome, memo=memo)
+def _keep(outcome: Outcome, replies: Replies | None, variant: tuple[Hashable, ...]) -> Outcome:
+    """Keep an allowing reply for the next copies (a denial names the object: it is built each time)."""
     if replies is not None and outcome.allowed:
         reusable = review.Reusable.of(outcome.review)
         if reusable is not None:
@@ -288,7 +286,7 @@ def mutate(req: Request, settings: Settings, inventory: Inventory | None = None,
         warnings.append(f"gpu-admission pinned this pod to GPU tier {tier} "
                         f"({placed.placement.label_key} In {counted(len(placed.placement.values), 'value')})")
     return _keep(Outcome(review.respond(req, allowed=True, patch=patch, warnings=warnings, secrets=judged.secrets),
-                         True, mode, tier=tier, judged=True), replies, variant, looked)
+                         True, mode, tier=tier, judged=True, memo=looked), replies, variant)
 
 
 Parent = Callable[[Request], Any]
@@ -360,7 +358,7 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
     results = judged.results
     if not results or all(r.profile.gpus_per_pod == 0 and r.decision.allowed and r.template.found != "unjudged"
                           and not r.template.notes for r in results):
-        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True), replies, variant, looked)
+        return _keep(Outcome(review.respond(req, allowed=True), True, mode, judged=True, memo=looked), replies, variant)
     allowed = all(r.decision.allowed for r in results)
     codes = tuple(dict.fromkeys(v.code for r in results for v in r.decision.violations))
     tier = next((r.decision.tier for r in results if r.decision.tier), None)
@@ -372,4 +370,5 @@ def validate(req: Request, settings: Settings, *, mode: str, inventory: Inventor
         audit_annotations=_audit_annotations(results),
         secrets=judged.secrets,
     )
-    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True), replies, variant, looked)
+    return _keep(Outcome(reply, allowed, results[0].decision.mode, codes, tier, judged=True, memo=looked),
+                 replies, variant)

@@ -11,6 +11,7 @@ but states its network's shape with the Megatron flags is sized from that shape 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Sequence
 
@@ -56,11 +57,41 @@ def parse_env_model(container: Mapping[str, Any]) -> LaunchSpec | None:
                 b.set("model", raw, source)
                 break
     if not b.mentioned("model"):
+        source = _inline_model(runs, b)
+    if not b.mentioned("model"):
         return _architecture_only(b, runs, notes, ctx)
     if "model" in b.fields:
         # names only: the value is an env value, and messages never carry those
-        b.note(f"no known launcher runs: the model was read from {source}; framework and parallelism unknown")
+        unknown = "" if b.fields.get("framework") else "; framework and parallelism unknown"
+        b.note(f"no known launcher runs: the model was read from {source}{unknown}")
     return finish_spec(b.build(), notes, ctx)
+
+
+_FROM_PRETRAINED = re.compile(r"""\.from_pretrained\(\s{0,8}(?:pretrained_model_name_or_path\s{0,4}=\s{0,4})?["']([^"'\s]{1,200})["']""")
+"""``AutoModelForCausalLM.from_pretrained("meta-llama/...")``: a literal id as the first argument."""
+_DEVICE_MAP = re.compile(r"""device_map\s{0,4}=\s{0,4}["'](auto|balanced|balanced_low_0|sequential)["']""")
+MAX_CODE = 65_536
+"""Characters of inline code searched (``python -c``): bounded for hostile input."""
+
+
+def _inline_model(runs: Sequence[Invocation], b: Spec) -> str:
+    """The model an inline script loads (``python -c "...from_pretrained('org/model', device_map='auto')"``):
+    set on ``b`` with a note, its source returned ("" when none). ``device_map='auto'`` (Accelerate's
+    big-model inference) puts consecutive layers on the pod's GPUs, one after another: no tensor
+    parallelism, which the note says; the split itself is left to the fallback's rules (unknown)."""
+    for run in runs[:16]:
+        for token in run.argv[1:64]:
+            code = token[:MAX_CODE] if isinstance(token, str) and "from_pretrained" in token else ""
+            match = _FROM_PRETRAINED.search(code)
+            if match and b.set("model", match.group(1), "from_pretrained"):
+                program = run.argv[0].rsplit("/", 1)[-1][:64]
+                mapped = _DEVICE_MAP.search(code)
+                if mapped:
+                    b.fields.update(framework="transformers", role="inference")
+                    b.note(f"device_map={mapped.group(1)!r}: Accelerate places consecutive layers on the pod's "
+                           f"GPUs, run one after another (no tensor parallelism)")
+                return f"from_pretrained in the inline code of {program}"
+    return ""
 
 
 def _architecture_only(b: Spec, runs: Sequence[Invocation], notes: Sequence[str], ctx: Ctx) -> LaunchSpec | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from webhook.core.launchers import files, strategy
+from webhook.core.launchers import files, inference_scripts, strategy
 from webhook.core.launchers.arch_flags import read_architecture
 from webhook.core.launchers.flags import (
     ACCELERATE_FLAGS,
@@ -46,7 +46,8 @@ def parse_torchrun(args: Sequence[str], b: Spec) -> None:
     if not b.mentioned("nnodes"):
         b.from_env(("PET_NNODES",), "nnodes")
     kind, script = _read_training_script(args[found.end :], b)
-    strategy.settle(b, launcher="torchrun", launch=None, script=script, kind=kind)
+    if not _inference(args[found.end :], b):
+        strategy.settle(b, launcher="torchrun", launch=None, script=script, kind=kind)
 
 
 HYPERPODRUN_OWN_FLAGS = frozenset({"--pre-train-script", "--pre-train-args", "--post-train-script", "--post-train-args"})
@@ -107,7 +108,8 @@ def parse_deepspeed(args: Sequence[str], b: Spec) -> None:
     if not b.mentioned("procs_per_node") and "hosts" not in found.values:
         b.fields["uses_all_gpus"] = True
     kind, script = _read_training_script(args[found.end :], b)
-    strategy.settle(b, launcher="deepspeed", launch=None, script=script, kind=kind)
+    if not _inference(args[found.end :], b):
+        strategy.settle(b, launcher="deepspeed", launch=None, script=script, kind=kind)
 
 
 def parse_nemo_cli(args: Sequence[str], b: Spec) -> None:
@@ -116,15 +118,31 @@ def parse_nemo_cli(args: Sequence[str], b: Spec) -> None:
     strategy.settle(b, launcher="nemo", launch=None, script=script, kind="nemo")
 
 
-def _read_training_script(tokens: Sequence[str], b: Spec) -> tuple[str | None, Scan | None]:
-    """The script a training launcher runs: model and Megatron/NeMo parallelism from its args."""
+def _script(tokens: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(path, args) of the script a training launcher runs, None when it runs nothing."""
     prog = program(tokens)
     if prog is None:
         prog = (tokens[0], tuple(tokens[1:]), tokens[0]) if tokens else None
     if prog is None:
-        return None, None
+        return None
     _name, rest, path = prog
+    return path, tuple(rest)
+
+
+def _read_training_script(tokens: Sequence[str], b: Spec) -> tuple[str | None, Scan | None]:
+    """The script a training launcher runs: model and Megatron/NeMo parallelism from its args."""
+    found = _script(tokens)
+    if found is None:
+        return None, None
+    path, rest = found
     return read_script(rest, b, path=path)
+
+
+def _inference(tokens: Sequence[str], b: Spec) -> bool:
+    """Whether the launcher's script is inference (xDiT, DeepSpeed-Inference), which then set ``b``
+    (:mod:`.inference_scripts`): no training strategy is settled for it."""
+    found = _script(tokens)
+    return found is not None and inference_scripts.recognise((found[0], *found[1]), b)
 
 
 def read_script_args(args: Sequence[str], b: Spec, *, path: str = "") -> str | None:

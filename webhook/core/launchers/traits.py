@@ -44,6 +44,9 @@ class Traits:
     """Its expert layers form one group of DP x TP ranks (vLLM docs "Data Parallel Deployment",
     "Expert Parallel Deployment"): the experts are split DP x TP ways, the dense weights TP ways per
     DP rank, and an expert-parallel launch with no EP size has DP x TP."""
+    layers_over_gpus: bool = False
+    """With no split given, consecutive layers sit on the pod's GPUs and run one after another
+    (Accelerate's ``device_map="auto"``): a pipeline over every GPU of the pod, no tensor parallelism."""
     fallbacks: Mapping[str, Fallback] = field(default_factory=lambda: MappingProxyType({}))
     """Weight format -> the documented path on GPUs without native tensor cores for it. A framework
     with none is offered native support only."""
@@ -74,6 +77,12 @@ TRAITS: Mapping[str, Traits] = MappingProxyType({
     # TensorRT-LLM's gpt-oss deployment guide (tech blog 9) lists H200 among the GPUs it runs on.
     "tensorrt-llm": Traits(fallbacks=MappingProxyType({
         MXFP4: Fallback((9, 0), frozenset(), "TensorRT-LLM's Hopper MXFP4 MoE kernels")})),
+    # .inference_scripts: every xDiT rank holds the model (its ranks are data-parallel here);
+    # DeepSpeed-Inference splits it over every process, all visible GPUs when none are counted
+    "xdit": Traits(dp_takes_gpus=True),
+    # .fallback: an inline from_pretrained(..., device_map="auto")
+    "transformers": Traits(layers_over_gpus=True),
+    "deepspeed-inference": Traits(shards_all_gpus=True),
     "ollama": Traits(tp_assumed=False),
     "triton-trtllm": Traits(tp_assumed=False),
     "triton": Traits(tp_assumed=False),
