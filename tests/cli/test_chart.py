@@ -10,6 +10,7 @@ the kubectl the control-plane build makes, the `manifest_tree` fixture of confte
     failOpen=true                         base + components/cert-manager + components/fail-open
     dra.enabled=true                      base + components/cert-manager + components/dra
     extender.enabled=true                 base + components/cert-manager + components/extender
+    reporter.enabled=true                 base + components/cert-manager + components/reporter
     certificates.certManager=false        overlays/generated-certs, less its Secret (a Helm user
       + caBundle=<the overlay's CA>       provides the Secret; the chart takes its name)
 
@@ -212,6 +213,11 @@ def test_dra_renders_the_dra_component(helm: Path, manifest_tree) -> None:
 def test_the_extender_renders_the_extender_component(helm: Path, manifest_tree) -> None:
     rel = manifest_tree.with_components("components/cert-manager", "components/extender")
     assert_same_objects(template(helm, "--set", "extender.enabled=true"), manifest_tree.render(rel))
+
+
+def test_the_reporter_renders_the_reporter_component(helm: Path, manifest_tree) -> None:
+    rel = manifest_tree.with_components("components/cert-manager", "components/reporter")
+    assert_same_objects(template(helm, "--set", "reporter.enabled=true"), manifest_tree.render(rel))
 
 
 def test_provided_certificates_render_the_generated_certs_overlay(helm: Path, manifest_tree) -> None:

@@ -52,7 +52,7 @@ def test_the_layout_is_what_the_readme_documents() -> None:
     assert KUSTOMIZATIONS == [".", "base", "overlays/cert-manager", "overlays/cert-manager-audit",
                               "overlays/generated-certs", "overlays/generated-certs-audit"]
     assert COMPONENTS == ["components/audit", "components/cert-manager", "components/dra", "components/extender",
-                          "components/fail-open", "components/monitoring"]
+                          "components/fail-open", "components/monitoring", "components/reporter"]
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,33 @@ def test_every_component_renders_and_validates(manifest_tree, component: str) ->
     for doc in manifest_tree.render(rel):
         if not doc["apiVersion"].startswith(CRD_GROUPS):
             kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_reporter_reads_what_the_audit_reads_and_writes_only_reports(manifest_tree) -> None:
+    """components/reporter: its reader ClusterRole is exactly the resources `gpu-admission audit`
+    lists (get and list), its writer only the report kinds of both APIs, bound to its own
+    ServiceAccount, which the Deployment runs as. (The API server enforcing it: the e2e test.)"""
+    from webhook.core import audit, nodepools, policy_reports
+
+    docs = manifest_tree.render(manifest_tree.with_components("components/reporter"))
+    reader = one(docs, "ClusterRole", "gpu-admission-reporter-reader")
+    granted = {(g, r) for rule in reader["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    listed = {(v.rpartition("/")[0], r) for v, r in (("v1", "nodes"), (nodepools.API_VERSION, nodepools.PLURAL),
+                                                    *audit.resources())}
+    assert granted == listed
+    assert all(rule["verbs"] == ["get", "list"] for rule in reader["rules"])
+    writer = one(docs, "ClusterRole", "gpu-admission-reporter-writer")
+    written = {(g, r) for rule in writer["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert written == {(api.api_version.rpartition("/")[0], plural) for api in policy_reports.APIS
+                       for plural in (api.plural, api.cluster_plural)}
+    for name in ("gpu-admission-reporter-reader", "gpu-admission-reporter-writer"):
+        binding = one(docs, "ClusterRoleBinding", name)
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-admission-reporter",
+                                        "namespace": NAMESPACE}]
+    deployment = one(docs, "Deployment", "gpu-admission-reporter")
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "gpu-admission-reporter" and deployment["spec"]["replicas"] == 1
+    assert spec["containers"][0]["args"][0] == "reporter"
 
 
 def test_the_root_installs_everything_with_cert_manager(rendered) -> None:

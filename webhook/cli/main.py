@@ -34,6 +34,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "serve": ("server", ("flask", "gunicorn", "cryptography", "prometheus_client", "kubernetes")),
     "certs": ("server", ("cryptography",)),
     "inventory": ("inventory", ("kubernetes",)),
+    "reporter": ("inventory", ("kubernetes",)),
 }
 """The commands that need an optional extra: ``pip install gpu-admission`` installs ``check`` and
 ``explain`` only (what CI needs); the extra named here brings the libraries a command imports."""
@@ -56,6 +57,18 @@ envsubst / kustomize). A file that cannot be read or parsed is one ERROR line; t
 
 exit codes: 0 all admitted, 1 any denied (or, with --strict, any GPU object not judged or
 templated), 2 usage error, a file not read, an internal error, or (with --strict) no manifests"""
+
+
+_AUDIT_EPILOG = """\
+examples:
+  gpu-admission audit                                   # the cluster of the current kubeconfig
+  gpu-admission audit -n team-a -n team-b --output json
+  kubectl get nodes,pods,replicasets,deployments,statefulsets,jobs,cronjobs,jobsets -A -o yaml > dump.yaml
+  gpu-admission audit --from dump.yaml --output junit > audit.xml
+
+A live audit needs the [inventory] extra (the Kubernetes client); --from does not.
+exit codes: 0 nothing enforce would deny, 1 enforce would deny something (or a group runs on mixed
+products), 2 usage error or the cluster could not be read"""
 
 
 _POLICY_CHECK_DESCRIPTION = """\
@@ -150,6 +163,25 @@ def build_parser(*, certs_flags: bool = True) -> argparse.ArgumentParser:
         description="List the cluster's GPU nodes by product label: pools, their tier, free GPUs, and the "
                     "mixed or mislabeled nodes gpu-admission keeps multi-GPU pods away from.")
     inventory_cli.add_arguments(inventory)
+
+    from webhook.cli import audit as audit_cli, reporter as reporter_cli
+
+    audit = sub.add_parser(
+        "audit", help="what enforce would deny or warn in a running cluster, and where GPU pods landed",
+        description="Judge every workload of a live cluster (or a saved dump) with the same engine and policy "
+                    "as the webhook, once each at its top owner with its pods as evidence: what enforce "
+                    "would deny today (with the fix) and warn; pods of one group on mixed GPU products or "
+                    "outside their tier; idle GPUs per product.",
+        epilog=_AUDIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    audit_cli.add_arguments(audit)
+
+    reporter = sub.add_parser(
+        "reporter", help="write the audit as PolicyReports, rescanning every --interval",
+        description="The background audit: one wgpolicyk8s.io/v1alpha2 PolicyReport (and openreports.io/v1alpha1 "
+                    "Report, when served) per namespace with a result per workload and rule, and a cluster "
+                    "report of placement (idle GPUs per product, groups on mixed products). Installs no CRD; "
+                    "writes nothing but its own reports (label app.kubernetes.io/managed-by=gpu-admission).")
+    reporter_cli.add_arguments(reporter)
 
     serve = sub.add_parser(
         "serve", help="run the admission server (gunicorn, TLS)",
@@ -535,8 +567,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
+    from webhook.cli import audit as audit_cli, reporter as reporter_cli
+
     commands = {"check": cmd_check, "explain": cmd_explain, "serve": cmd_serve, "certs": _cmd_certs,
-                "inventory": inventory_cli.run, "policy": cmd_policy}
+                "inventory": inventory_cli.run, "policy": cmd_policy, "audit": audit_cli.run,
+                "reporter": reporter_cli.run}
     return commands[args.command](args, out, err)
 
 

@@ -32,6 +32,8 @@ PUBLIC: tuple[str, ...] = (
     "verdicts",    # key: a pod's content without its per-copy fields (the server's verdict memo)
     "templating",  # find: an object that is still a template (check reports it instead of judging it)
     "counts",      # parse_count: the one reading of a count written as text (the doors' own flags too)
+    "audit",       # audit: a snapshot of what runs, judged at each top owner, with where its pods landed
+    "policy_reports",  # the audit as wgpolicyk8s.io / openreports.io reports (the reporter writes them)
 )
 """The core modules the front doors may import (``webhook.core.<name>``); everything else in the
 core is internal, free to change shape without touching a door."""

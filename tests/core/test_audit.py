@@ -1,0 +1,171 @@
+"""Issue 29: the audit of what already runs (webhook/core/audit.py), from a snapshot written here.
+
+A cluster of 3 A100 (80 GB SXM), 2 H100 and 2 L40S nodes, 8 GPUs each, and the workloads the seed
+article describes: a 70B Deployment whose ReplicaSet's pods landed one on A100 and one on L40S, a
+JobSet whose 4 pods straddle A100 and H100, a PyTorchJob pinned to L40S that enforce would deny, a
+small model on an A100, a CPU Deployment and a bare GPU pod nothing owns. Each workload is judged
+once, at its top owner, with its pods as evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.core import audit, settings as settings_mod
+from webhook.core.inventory import from_nodes
+
+S = settings_mod.default()
+PRODUCT = "nvidia.com/gpu.product"
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"
+
+
+def node(name: str, value: str, gpus: int = 8) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {PRODUCT: value}},
+            "status": {"capacity": {"nvidia.com/gpu": str(gpus)}, "allocatable": {"nvidia.com/gpu": str(gpus)}}}
+
+
+NODES = [node("a100-1", "NVIDIA-A100-SXM4-80GB"), node("a100-2", "NVIDIA-A100-SXM4-80GB"),
+         node("a100-3", "NVIDIA-A100-SXM4-80GB"),
+         node("h100-1", "NVIDIA-H100-80GB-HBM3"), node("h100-2", "NVIDIA-H100-80GB-HBM3"),
+         node("l40s-1", "NVIDIA-L40S"), node("l40s-2", "NVIDIA-L40S")]
+INVENTORY = from_nodes(NODES, label_key=S.label_key, scheme=S.label_scheme, catalog=S.catalog,
+                       gpu_resources=S.gpu_resources)
+
+
+def owner(kind: str, name: str, uid: str, api_version: str = "apps/v1") -> list[dict[str, Any]]:
+    return [{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}]
+
+
+def container(model: str | None, gpus: int, *flags: str) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "main", "image": "vllm/vllm-openai:v0.10.1",
+                         "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}}
+    c["command"] = ["vllm", "serve", model, *flags] if model else ["sleep", "infinity"]
+    return c
+
+
+def pod_spec(model: str | None, gpus: int, *flags: str, pin: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container(model, gpus, *flags)]}
+    if pin:
+        spec["nodeSelector"] = {PRODUCT: pin}
+    return spec
+
+
+def pod(name: str, ns: str, uid: str, spec: dict[str, Any], node_name: str | None,
+        owners: list[dict[str, Any]] | None = None, phase: str = "Running") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid}
+    if owners:
+        meta["ownerReferences"] = owners
+    spec = {**spec, **({"nodeName": node_name} if node_name else {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def deployment(name: str, ns: str, uid: str, spec: dict[str, Any], replicas: int = 1) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns, "uid": uid},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+
+def replicaset(name: str, ns: str, uid: str, spec: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
+    rs = deployment(name, ns, uid, spec)
+    rs["kind"] = "ReplicaSet"
+    rs["metadata"]["ownerReferences"] = owner("Deployment", parent["metadata"]["name"], parent["metadata"]["uid"])
+    return rs
+
+
+TP4 = pod_spec(LLAMA_70B, 4, "--tensor-parallel-size", "4")
+LLAMA = deployment("llama-70b", "serving", "d1", TP4, replicas=2)
+LLAMA_RS = replicaset("llama-70b-5f7", "serving", "rs1", TP4, LLAMA)
+LLAMA_PODS = [pod("llama-70b-5f7-a", "serving", "p1", TP4, "a100-3", owner("ReplicaSet", "llama-70b-5f7", "rs1")),
+              pod("llama-70b-5f7-b", "serving", "p2", TP4, "l40s-1", owner("ReplicaSet", "llama-70b-5f7", "rs1"))]
+
+TRAIN = {"containers": [{"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                         "command": ["torchrun", "--nproc-per-node", "8", "--nnodes", "4", "train.py",
+                                     "--model_name_or_path", LLAMA_70B, "--fsdp", "full_shard auto_wrap"],
+                         "resources": {"limits": {"nvidia.com/gpu": "8"}}}], "restartPolicy": "Never"}
+JOBSET = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "pretrain", "namespace": "training", "uid": "js1"},
+          "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
+              "parallelism": 4, "completions": 4, "template": {"spec": TRAIN}}}}]}}
+JOB = {"apiVersion": "batch/v1", "kind": "Job",
+       "metadata": {"name": "pretrain-workers-0", "namespace": "training", "uid": "j1",
+                    "ownerReferences": owner("JobSet", "pretrain", "js1", "jobset.x-k8s.io/v1alpha2")},
+       "spec": {"parallelism": 4, "completions": 4, "template": {"spec": TRAIN}}}
+JOB_PODS = [pod(f"pretrain-workers-0-{i}", "training", f"jp{i}", TRAIN, n, owner("Job", "pretrain-workers-0", "j1",
+                                                                                   "batch/v1"))
+            for i, n in enumerate(("a100-1", "a100-2", "h100-1", "h100-2"))]
+
+PINNED_L40S = {"containers": [container(LLAMA_70B, 4, "--tensor-parallel-size", "4")],
+               "nodeSelector": {PRODUCT: "NVIDIA-L40S"}}
+SMALL = deployment("qwen-7b", "serving", "d2", pod_spec(QWEN_7B, 1))
+SMALL_PODS = [pod("qwen-7b-x", "serving", "p3", pod_spec(QWEN_7B, 1), "a100-3", owner("Deployment", "qwen-7b", "d2"))]
+CPU = deployment("web", "serving", "d3", {"containers": [{"name": "web", "image": "nginx"}]})
+BARE = pod("adhoc", "serving", "p4", pod_spec(QWEN_7B, 1), "l40s-2")
+DONE = pod("old", "serving", "p5", pod_spec(QWEN_7B, 1), "l40s-2", phase="Succeeded")
+DENIED = deployment("llama-on-l40s", "serving", "d4", PINNED_L40S)
+
+SNAPSHOT = [LLAMA, LLAMA_RS, *LLAMA_PODS, JOBSET, JOB, *JOB_PODS, SMALL, *SMALL_PODS, CPU, BARE, DONE, DENIED]
+
+
+@pytest.fixture(scope="module")
+def report() -> audit.Report:
+    return audit.audit(SNAPSHOT, S, INVENTORY)
+
+
+def by_name(report: audit.Report) -> dict[str, audit.WorkloadAudit]:
+    return {w.name: w for w in report.workloads}
+
+
+def test_each_workload_is_judged_once_at_its_top_owner(report: audit.Report) -> None:
+    """ReplicaSets, Jobs and owned pods are evidence, not workloads; a CPU Deployment is not a GPU
+    workload, and a finished bare pod runs nothing any more."""
+    assert sorted((w.kind, w.name) for w in report.workloads) == sorted([
+        ("Deployment", "llama-70b"), ("JobSet", "pretrain"), ("Deployment", "qwen-7b"), ("Pod", "adhoc"),
+        ("Deployment", "llama-on-l40s")])
+    assert [x.pod for x in by_name(report)["pretrain"].landed] == [p["metadata"]["name"] for p in JOB_PODS]
+
+
+@pytest.mark.parametrize(("name", "result", "rules"), [
+    pytest.param("pretrain", audit.FAIL, {audit.MIXED}, id="jobset-straddles-a100-and-h100"),
+    pytest.param("llama-70b", audit.WARN, {audit.WRONG_TIER}, id="70b-replica-on-l40s"),
+    pytest.param("llama-on-l40s", audit.FAIL, {"tier-mismatch"}, id="enforce-would-deny-the-pcie-pin"),
+])
+def test_what_enforce_would_do_and_where_pods_run(report: audit.Report, name: str, result: str,
+                                                  rules: set[str]) -> None:
+    w = by_name(report)[name]
+    assert w.result == result, w.findings
+    assert rules <= {f.rule for f in w.findings}, w.findings
+    for f in w.findings:
+        if f.result == audit.FAIL:
+            assert f.message  # says what to change
+
+
+def test_a_group_on_one_product_is_not_mixed() -> None:
+    same = [pod(p["metadata"]["name"], "training", p["metadata"]["uid"], TRAIN, n, p["metadata"]["ownerReferences"])
+            for p, n in zip(JOB_PODS, ("a100-1", "a100-1", "a100-2", "a100-2"))]
+    w = by_name(audit.audit([JOBSET, JOB, *same], S, INVENTORY))["pretrain"]
+    assert audit.MIXED not in {f.rule for f in w.findings}
+
+
+def test_independent_replicas_on_two_products_are_not_a_mixed_group() -> None:
+    """A Deployment's replicas are separate model instances: each is checked against the tier, never
+    against each other."""
+    w = by_name(audit.audit([LLAMA, LLAMA_RS, *LLAMA_PODS], S, INVENTORY))["llama-70b"]
+    assert audit.MIXED not in {f.rule for f in w.findings}
+
+
+def test_idle_capacity_per_product(report: audit.Report) -> None:
+    idle = {i.value: (i.nodes, i.allocatable, i.requested, i.idle) for i in report.idle}
+    assert idle["NVIDIA-A100-SXM4-80GB"] == (3, 24, 8 + 8 + 4 + 1, 3)
+    assert idle["NVIDIA-H100-80GB-HBM3"] == (2, 16, 16, 0)
+    assert idle["NVIDIA-L40S"] == (2, 16, 4 + 1, 11)  # the Succeeded pod holds nothing
+
+
+def test_an_owner_cycle_in_a_hand_made_dump_ends() -> None:
+    a = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "a", "uid": "a", "ownerReferences":
+                                                                       owner("ReplicaSet", "b", "b")}}
+    b = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "b", "uid": "b", "ownerReferences":
+                                                                       owner("ReplicaSet", "a", "a")}}
+    top = audit.top_owners([a, b])
+    assert set(top) == {"a", "b"}

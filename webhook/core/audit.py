@@ -1,0 +1,317 @@
+"""A background look at what already runs: which workloads enforce would deny or warn today, and
+where their GPU pods actually landed (issue 29).
+
+Why: admission judges an object once, when it is written. A workload admitted before gpu-admission
+was installed, or while its namespace was in audit, is never looked at again, and nobody sees the
+picture this project exists for: the 70B pods that landed on L40S, the job whose pods straddle A100
+and H100, the A100 nodes idle while small models hold them. This module answers from a snapshot of
+the cluster (objects, their pods, the nodes), with the same engine and policy the webhook uses.
+
+Each workload is judged once, at its top owner (a Deployment, not its ReplicaSets and pods; a
+JobSet, not its Jobs; a PyTorchJob, not its pods): the owner chain is followed through
+``metadata.ownerReferences`` (the ``controller`` reference, as the garbage collector does) while the
+owner is in the snapshot. Its pods are the evidence of where it runs.
+
+Pure: plain objects in, frozen values out; reading the cluster is the CLI's job
+(:mod:`webhook.cli.audit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from webhook.core import engine, operators
+from webhook.core.domain import counted
+from webhook.core.inventory import Inventory
+from webhook.core.redaction import redact
+from webhook.core.resources import pod_gpus
+from webhook.core.settings import Settings
+from webhook.core.workloads import NOT_WORKLOADS
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+"""A workload's result, in PolicyReport's words: ``fail`` is what enforce would deny, ``skip`` a GPU
+workload that could not be judged (never a pass)."""
+
+MIXED = "mixed-products"
+"""Rule code: the pods of one multi-pod group run on more than one GPU product."""
+WRONG_TIER = "wrong-tier"
+"""Rule code: a GPU pod runs on a product outside the tier its workload is judged for."""
+UNTRUSTED_NODE = "untrusted-node"
+"""Rule code: a multi-GPU pod runs on a node with mixed or mislabeled GPUs."""
+
+DONE_PHASES = frozenset({"Succeeded", "Failed"})
+"""Pods that hold no GPU any more (``kubectl`` lists them; the scheduler has forgotten them)."""
+
+BUILT_IN: tuple[tuple[str, str], ...] = (
+    ("v1", "pods"), ("apps/v1", "replicasets"), ("apps/v1", "deployments"), ("apps/v1", "statefulsets"),
+    ("apps/v1", "daemonsets"), ("batch/v1", "jobs"), ("batch/v1", "cronjobs"),
+)
+"""(apiVersion, resource) of the built-in workload kinds the webhook sees, and their pods."""
+
+
+def resources() -> tuple[tuple[str, str], ...]:
+    """(apiVersion, resource) of everything an audit reads besides the nodes: the built-in workload
+    kinds and every operator kind (their runtimes and models included, which other kinds take their
+    pods from), once each."""
+    listed = [*BUILT_IN, *((k.api_version, k.plural) for k in operators.REGISTRY.kinds)]
+    return tuple(dict.fromkeys(listed))
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A GPU pod of a workload as it is: the node it is bound to and that node's product."""
+
+    pod: str
+    node: str
+    gpus: int
+    value: str | None
+    """The node's product label value; ``None`` when the node is not in the snapshot or has none."""
+    product: str | None
+    trusted: bool
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result about a workload: a rule code, its result and the message (with the fix)."""
+
+    rule: str
+    result: str
+    message: str
+    template: str = ""
+
+
+@dataclass(frozen=True)
+class WorkloadAudit:
+    """A workload judged at its top owner, with where its GPU pods run."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    result: str
+    """The worst of its findings: ``fail`` > ``skip`` > ``warn`` > ``pass``."""
+    findings: tuple[Finding, ...]
+    landed: tuple[Landed, ...] = ()
+    tier: str | None = None
+
+
+@dataclass(frozen=True)
+class Idle:
+    """GPUs of one product no running pod requests."""
+
+    value: str
+    product: str | None
+    nodes: int
+    allocatable: int
+    requested: int
+
+    @property
+    def idle(self) -> int:
+        return max(self.allocatable - self.requested, 0)
+
+
+@dataclass(frozen=True)
+class Report:
+    workloads: tuple[WorkloadAudit, ...]
+    idle: tuple[Idle, ...] = ()
+    errors: tuple[str, ...] = field(default=())
+
+
+_ORDER = {PASS: 0, WARN: 1, SKIP: 2, FAIL: 3}
+
+
+def worst(results: Iterable[str]) -> str:
+    return max(results, key=_ORDER.__getitem__, default=PASS)
+
+
+def _meta(obj: Any) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _controller(obj: Any) -> str | None:
+    """The uid of ``obj``'s controller owner (the reference with ``controller: true``)."""
+    owners = _meta(obj).get("ownerReferences")
+    for ref in owners if isinstance(owners, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True and isinstance(ref.get("uid"), str):
+            return ref["uid"]
+    return None
+
+
+def top_owners(objects: Sequence[Any]) -> dict[str, str]:
+    """uid -> the uid of its top owner in ``objects`` (itself when its controller is not there).
+    A cycle (impossible in a real cluster, possible in a hand-made dump) stops where it closes."""
+    by_uid = {str(_meta(o).get("uid")): o for o in objects if isinstance(_meta(o).get("uid"), str)}
+    top: dict[str, str] = {}
+    for uid in by_uid:
+        seen, current = {uid}, uid
+        while True:
+            parent = _controller(by_uid[current])
+            if parent is None or parent not in by_uid or parent in seen:
+                break
+            seen.add(parent)
+            current = parent
+        top[uid] = current
+    return top
+
+
+def _phase(pod: Mapping[str, Any]) -> Any:
+    status = pod.get("status")
+    return status.get("phase") if isinstance(status, Mapping) else None
+
+
+def _is_pod(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and obj.get("kind") == "Pod"
+
+
+def audit(objects: Sequence[Any], settings: Settings, inventory: Inventory | None = None,
+          *, context: Mapping[tuple[str, str, str], Any] | None = None,
+          namespaces: Collection[str] = ()) -> Report:
+    """The audit of a snapshot: ``objects`` are the workloads, their intermediate owners (ReplicaSets,
+    Jobs) and their pods; ``inventory`` the cluster's GPU nodes. Every top owner that holds a pod
+    template or is a bare pod is judged in enforce mode (what enforce would do today), as
+    ``check`` judges (the mutating webhook's pins included); its GPU pods are checked where they
+    run. ``namespaces``: judge only the workloads of these (all when empty); the idle capacity is
+    always the whole cluster's."""
+    top = top_owners(objects)
+    pods_of: dict[str, list[Mapping[str, Any]]] = {}
+    for obj in objects:
+        uid = _meta(obj).get("uid")
+        if _is_pod(obj) and isinstance(uid, str):
+            pods_of.setdefault(top.get(uid, uid), []).append(obj)
+    out = []
+    for obj in objects:
+        meta = _meta(obj)
+        uid = meta.get("uid")
+        if not isinstance(uid, str) or top.get(uid) != uid:
+            continue  # judged at its owner
+        if not isinstance(obj, Mapping) or obj.get("kind") in NOT_WORKLOADS:
+            continue
+        if namespaces and meta.get("namespace") not in namespaces:
+            continue
+        if _is_pod(obj) and _phase(obj) in DONE_PHASES:
+            continue  # a finished pod runs nothing and holds no GPU
+        judged = engine.judge(engine.Request(obj, mode="enforce", context=context), settings, inventory)
+        if not judged.results:
+            continue  # a kind with no pod template and no GPU request: not a workload
+        if not any(_gpu_work(r) for r in judged.results):
+            continue  # no GPU template: not gpu-admission's business
+        out.append(_workload(obj, judged, pods_of.get(uid, []), settings, inventory))
+    return Report(tuple(out), idle(objects, settings, inventory) if inventory is not None else ())
+
+
+def _gpu_work(r: engine.TemplateResult) -> bool:
+    """A template gpu-admission has something to say about: it asks for GPUs (in any form it reads:
+    whole GPUs, MIG slices, shares, DRA claims said in a note), or it was not judged."""
+    return (r.profile.gpus_per_pod > 0 or bool(r.decision.violations) or r.template.found in ("unjudged", "templated")
+            or bool(r.template.notes))
+
+
+def _workload(obj: Mapping[str, Any], judged: engine.Judgement, pods: Sequence[Mapping[str, Any]],
+              settings: Settings, inventory: Inventory | None) -> WorkloadAudit:
+    meta = _meta(obj)
+    findings: list[Finding] = []
+    tier = None
+    for r in judged.results:
+        where = r.template.role or ""
+        if r.template.found == "unjudged" or r.template.found == "templated":
+            findings.append(Finding(engine.NOT_JUDGED, SKIP, "; ".join(r.decision.warnings), where))
+            continue
+        if r.profile.gpus_per_pod <= 0 and not r.decision.violations and not r.decision.warnings:
+            continue
+        tier = tier or r.decision.tier
+        for v in r.decision.violations:
+            findings.append(Finding(v.code, FAIL, v.whole(), where))
+        for v in r.decision.misplaced:
+            findings.append(Finding(v.code, WARN, v.whole(), where))
+        echoed = {v.short() for v in r.decision.misplaced}
+        for w in r.decision.warnings:
+            if w not in echoed:
+                findings.append(Finding(_code(w), WARN, w, where))
+        if not r.decision.violations and not r.decision.misplaced and not r.decision.warnings:
+            findings.append(Finding("admitted", PASS, f"{r.decision.tier or 'no tier'}", where))
+    landed = _landed(pods, settings, inventory)
+    findings.extend(_placement(judged, landed, settings))
+    secrets = judged.secrets  # messages may quote a command line: never a secret env value of it
+    if secrets:
+        findings = [replace(f, message=redact(f.message, secrets)) for f in findings]
+    return WorkloadAudit(kind=str(obj.get("kind")), api_version=str(obj.get("apiVersion", "")),
+                         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+                         uid=str(meta.get("uid")), result=worst(f.result for f in findings),
+                         findings=tuple(findings), landed=landed, tier=tier)
+
+
+def _code(warning: str) -> str:
+    """The rule code a warning starts with (``numa-unaligned: ...``), else ``warning``."""
+    head, sep, _ = warning.partition(":")
+    return head if sep and head and all(c.isalnum() or c == "-" for c in head) and len(head) <= 48 else "warning"
+
+
+def _landed(pods: Sequence[Mapping[str, Any]], settings: Settings, inventory: Inventory | None) -> tuple[Landed, ...]:
+    out = []
+    for pod in pods:
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        node = spec.get("nodeName")
+        if not isinstance(node, str) or not node or status.get("phase") in DONE_PHASES:
+            continue
+        gpus = pod_gpus(spec, "/spec", settings.gpu_resources).gpus
+        if gpus <= 0:
+            continue
+        facts = inventory.nodes.get(node) if inventory is not None else None
+        out.append(Landed(str(_meta(pod).get("name") or ""), node, gpus, facts.value if facts else None,
+                          facts.product if facts else None, bool(facts and facts.trusted)))
+    return tuple(sorted(out, key=lambda x: x.pod))
+
+
+def _placement(judged: engine.Judgement, landed: Sequence[Landed], settings: Settings) -> list[Finding]:
+    """Where the workload's GPU pods run against what it is judged for: one product per multi-pod
+    group, the tier's products, trusted nodes for multi-GPU pods."""
+    if not landed:
+        return []
+    out = []
+    grouped = any(r.profile.pods > 1 and r.profile.gpus_per_pod > 0 for r in judged.results)
+    values = sorted({x.value or "?" for x in landed})
+    if grouped and len(values) > 1:
+        by = ", ".join(f"{v} ({sum(1 for x in landed if (x.value or '?') == v)} pods)" for v in values)
+        out.append(Finding(MIXED, FAIL, f"{MIXED}: the pods of one group run on {len(values)} GPU products: {by}; "
+                           f"recreate them after admission pins one product (or pin one yourself)"))
+    tiers = {r.decision.tier for r in judged.results if r.decision.tier}
+    allowed = {p for t in settings.tiers if t.name in tiers for p in t.products}
+    if allowed:
+        wrong = [x for x in landed if x.product is not None and x.product not in allowed]
+        if wrong:
+            names = ", ".join(f"{x.pod} on {x.node} ({x.value})" for x in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
+            verb = "runs" if len(wrong) == 1 else "run"
+            out.append(Finding(WRONG_TIER, WARN, f"{WRONG_TIER}: {counted(len(wrong), 'GPU pod')} {verb} outside "
+                               f"tier {', '.join(sorted(tiers))}: {names}; the webhook pins new pods of it there, "
+                               f"these move when they are recreated"))
+    untrusted = [x for x in landed if x.gpus > 1 and x.value is not None and not x.trusted]
+    if untrusted:
+        names = ", ".join(f"{x.pod} on {x.node}" for x in untrusted[:5])
+        out.append(Finding(UNTRUSTED_NODE, WARN, f"{UNTRUSTED_NODE}: multi-GPU pods on nodes with mixed or "
+                           f"mislabeled GPUs: {names}"))
+    return out
+
+
+def idle(objects: Sequence[Any], settings: Settings, inventory: Inventory) -> tuple[Idle, ...]:
+    """Per product label value: trusted nodes, allocatable GPUs and what running pods request."""
+    requested: dict[str, int] = {}
+    for obj in objects:
+        if not _is_pod(obj):
+            continue
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        node = spec.get("nodeName")
+        if isinstance(node, str) and node and status.get("phase") not in DONE_PHASES:
+            requested[node] = requested.get(node, 0) + pod_gpus(spec, "/spec", settings.gpu_resources).gpus
+    out = []
+    for value, pool in inventory.pools().items():
+        members = [inventory.nodes[n] for n in pool.nodes]
+        trusted = [n for n in members if n.trusted]
+        out.append(Idle(value, pool.product, len(members), sum(n.allocatable for n in trusted),
+                        sum(requested.get(n.name, 0) for n in trusted)))
+    return tuple(out)
