@@ -324,12 +324,28 @@ def test_latency_threshold_sits_below_the_webhook_timeout(rules, manifest_tree) 
 
 # --- every metric used is one that exists ------------------------------------------------------------
 
+def reporter_metrics() -> dict[str, set[str]]:
+    """Series names the reporter's /metrics carries (webhook/cli/reporter.py, after a scan with one
+    result), with each one's label names."""
+    from webhook.cli.reporter import Metrics as ReporterMetrics
+
+    metrics = ReporterMetrics()
+    metrics.scanned({"ns": [{"rule": "mixed-products", "result": "fail"}]}, 1.0, 1.0)
+    text = metrics.text()
+    out: dict[str, set[str]] = {}
+    for name in re.findall(r"^# TYPE (\S+) \S+$", text, re.M):
+        sample = re.search(rf"^{name}(?:{{([^}}]*)}})? ", text, re.M)
+        assert sample, name
+        out[name] = set(re.findall(r'(\w+)="', sample.group(1) or ""))
+    return out
+
+
 def exported_metrics() -> dict[str, set[str]]:
-    """Series names the server's /metrics can carry, with each one's label names."""
+    """Series names the server's /metrics (and the reporter's) can carry, with each one's label names."""
     metrics = Metrics()
     labels = {c._name: set(c._labelnames) for c in vars(metrics).values() if hasattr(c, "_labelnames")}  # noqa: SLF001
     text = create_app(default_settings(), metrics=metrics).test_client().get("/metrics", environ_base=PROBE_ENV).get_data(as_text=True)
-    names: dict[str, set[str]] = {}
+    names: dict[str, set[str]] = dict(reporter_metrics())
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
         base = name.removesuffix("_total") if kind == "counter" else name
         own = labels.get(base, labels.get(name, set()))

@@ -269,7 +269,7 @@ def test_the_reports_follow_the_cluster(cluster: ControlPlane, reporter: tuple[i
                for r in cluster_report["results"])
 
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert f'gpu_admission_report_results{{namespace="{LEGACY}",rule="mixed-products",result="fail"}} 1' in metrics
+    assert f'gpu_admission_report_results{{workload_namespace="{LEGACY}",rule="mixed-products",result="fail"}} 1' in metrics
     assert "gpu_admission_report_last_scan_timestamp_seconds" in metrics
 
     # a fitting pin clears the failure within a few scans (the new pod lands on an A100)

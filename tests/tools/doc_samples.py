@@ -134,6 +134,17 @@ def kubectl_scale() -> list[str]:
             "deployment.apps/llama-70b scaled"]
 
 
+def audit_report() -> list[str]:
+    """`gpu-admission audit` of the snapshot tests/core/test_audit.py describes (a 70B replica on L40S,
+    a JobSet split over A100 and H100, a pin enforce would deny, a small model on an A100)."""
+    from tests.core import test_audit as snapshot
+    from webhook.cli import audit as audit_cli
+    from webhook.core import audit
+
+    report = audit.audit(snapshot.SNAPSHOT, _settings(), snapshot.INVENTORY)
+    return ["$ gpu-admission audit", *audit_cli.render_text(report).splitlines()]
+
+
 @dataclass(frozen=True)
 class Sample:
     lines: Callable[[], list[str]]
@@ -146,6 +157,7 @@ SAMPLES: dict[str, Sample] = {
     "annotate-pre-existing": Sample(annotate_pre_existing),
     "patch-scale-up": Sample(patch_scale_up),
     "kubectl-scale": Sample(kubectl_scale),
+    "audit-report": Sample(audit_report),
 }
 
 

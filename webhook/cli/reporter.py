@@ -48,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Metrics:
     """The reporter's Prometheus text: results by rule, result and namespace (label values bounded:
     the policy's rule codes, five results, and the namespaces that have GPU workloads), scan
-    duration and the time of the last scan."""
+    duration and the time of the last scan. The namespace label is ``workload_namespace``: the
+    Prometheus Operator gives every target a ``namespace`` label (the reporter's own), which would
+    rename this one ``exported_namespace``."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -74,10 +76,11 @@ class Metrics:
 
     def text(self) -> str:
         with self._lock:
-            lines = ["# HELP gpu_admission_report_results Results of the last scan by namespace, rule and result.",
+            lines = ["# HELP gpu_admission_report_results Results of the last scan by the workloads' namespace, rule "
+                     "and result.",
                      "# TYPE gpu_admission_report_results gauge"]
             for (ns, rule, result), n in sorted(self._results.items()):
-                lines.append(f'gpu_admission_report_results{{namespace="{ns}",rule="{rule}",result="{result}"}} {n}')
+                lines.append(f'gpu_admission_report_results{{workload_namespace="{ns}",rule="{rule}",result="{result}"}} {n}')
             lines += ["# HELP gpu_admission_report_scan_seconds Duration of the last scan.",
                       "# TYPE gpu_admission_report_scan_seconds gauge",
                       f"gpu_admission_report_scan_seconds {self._duration:.3f}",
