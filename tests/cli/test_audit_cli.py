@@ -79,3 +79,18 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], said: str) -> None:
     code, out, err = run("audit", *argv)
     assert code == 2 and not out
     assert said in err and "Traceback" not in err
+
+
+def test_a_runtime_in_the_dump_is_the_context_of_the_kind_that_names_it(tmp_path: Path) -> None:
+    """A TrainJob's ClusterTrainingRuntime, listed beside it, is read as its runtime (as `check`
+    reads one in the same input), not reported missing; the runtime itself is no workload."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "trainjob-torch-llama.yaml"
+    docs = [d for d in yaml.safe_load_all(examples.read_text()) if d]
+    for i, d in enumerate(docs):
+        d["metadata"]["uid"] = f"u{i}"
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    code, out, err = run("audit", "--from", str(path), "--output", "json")
+    rows = [w for ws in json.loads(out)["namespaces"].values() for w in ws]
+    assert [w["kind"] for w in rows] == ["TrainJob"], rows
+    assert not any("not in the input" in f["message"] for f in rows[0]["findings"]), rows[0]["findings"]

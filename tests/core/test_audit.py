@@ -169,3 +169,48 @@ def test_an_owner_cycle_in_a_hand_made_dump_ends() -> None:
                                                                        owner("ReplicaSet", "a", "a")}}
     top = audit.top_owners([a, b])
     assert set(top) == {"a", "b"}
+
+
+def test_an_object_listed_twice_is_judged_once_and_runtimes_are_context() -> None:
+    """The API server serves every version of a resource (KubeRay's v1 and v1alpha1 RayClusters are
+    the same objects): the audit lists one version of each, and judges a uid once whatever it is
+    given. A runtime other kinds take their pods from (a ClusterServingRuntime) is not a workload."""
+    twice = audit.audit([LLAMA, LLAMA_RS, *LLAMA_PODS, LLAMA], S, INVENTORY)
+    assert [w.name for w in twice.workloads] == ["llama-70b"]
+    listed = audit.resources()
+    assert len({(v.rpartition("/")[0], r) for v, r in listed}) == len(listed)
+    assert ("ray.io/v1", "rayclusters") in listed and ("ray.io/v1alpha1", "rayclusters") not in listed
+    runtime = {"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime",
+               "metadata": {"name": "srt", "uid": "rt1"},
+               "spec": {"engineConfig": {"runner": {"name": "engine", "image": "vllm/vllm-openai:v0.10.1",
+                                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}}}}
+    assert audit.audit([runtime], S, INVENTORY).workloads == ()
+
+
+def test_a_bug_on_one_object_is_its_error_result_and_the_rest_is_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception judging one workload (a bug; raised here on purpose, since no known object
+    raises) is that workload's ``error`` result, and every other workload is still judged."""
+    from webhook.core import engine
+
+    real = engine.judge
+
+    def judge(request, settings, inventory=None):
+        if request.obj["metadata"]["name"] == "qwen-7b":
+            raise ValueError("boom")
+        return real(request, settings, inventory)
+
+    monkeypatch.setattr(audit.engine, "judge", judge)
+    found = by_name(audit.audit(SNAPSHOT, S, INVENTORY))
+    assert found["qwen-7b"].result == audit.ERROR and "ValueError: boom" in found["qwen-7b"].findings[0].message
+    assert found["pretrain"].result == audit.FAIL and len(found) == 5
+
+
+def test_a_bound_pods_node_name_is_the_schedulers_not_a_pin() -> None:
+    """``spec.nodeName`` of a running pod is the scheduler's binding: judged as written it would read
+    as a pin that bypasses the scheduler (missing-homogeneous-selector). The bare pod is judged as
+    created; where it landed is checked against its tier."""
+    bound = pod("llama-bare", "serving", "p9", TP4, "l40s-2")
+    bound["spec"]["nodeName"] = "l40s-2"
+    (w,) = audit.audit([bound], S, INVENTORY).workloads
+    assert "missing-homogeneous-selector" not in {f.rule for f in w.findings}, w.findings
+    assert audit.WRONG_TIER in {f.rule for f in w.findings} and bound["spec"]["nodeName"] == "l40s-2"

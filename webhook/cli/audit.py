@@ -67,6 +67,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report = audit_mod.audit(kept, settings, inventory, context=context_of(kept), namespaces=frozenset(args.namespace))
     render = {"json": render_json, "junit": render_junit, "text": render_text}[args.output]
     out.write(redact(render(report, seconds=time.monotonic() - started)))
+    if any(w.result == audit_mod.ERROR for w in report.workloads):
+        return EXIT_USAGE  # as check: an internal error on an object is exit 2, whatever else was found
     return EXIT_FAILED if any(w.result == audit_mod.FAIL for w in report.workloads) else EXIT_OK
 
 
@@ -82,14 +84,9 @@ def _from_files(paths: Sequence[str]) -> list[Any]:
 
 
 def context_of(objects: Sequence[Any]) -> dict[tuple[str, str, str], Any]:
-    """The objects other kinds take their pods from (a TrainJob's runtime, a pod's ConfigMaps),
-    keyed as ``check`` keys them."""
-    out: dict[tuple[str, str, str], Any] = {}
-    for obj in objects:
-        found = engine.runtime_context(obj)
-        if found:
-            out.update(found)
-    return out
+    """The objects other kinds take their pods from (a TrainJob's runtime, an OME model), keyed as
+    ``check`` keys them (:func:`webhook.core.engine.runtime_context`)."""
+    return engine.runtime_context(objects)
 
 
 def _path(api_version: str, resource: str) -> str:
@@ -223,7 +220,7 @@ def data(report: audit_mod.Report, seconds: float = 0.0) -> dict[str, Any]:
                      for x in w.landed],
         })
     counts = {r: sum(1 for w in report.workloads if w.result == r)
-              for r in (audit_mod.PASS, audit_mod.WARN, audit_mod.FAIL, audit_mod.SKIP)}
+              for r in (audit_mod.PASS, audit_mod.WARN, audit_mod.FAIL, audit_mod.SKIP, audit_mod.ERROR)}
     return {
         "summary": {"workloads": len(report.workloads), **counts, "seconds": round(seconds, 2)},
         "namespaces": {ns: rows for ns, rows in sorted(namespaces.items())},
@@ -236,7 +233,8 @@ def render_json(report: audit_mod.Report, seconds: float = 0.0) -> str:
     return json.dumps(data(report, seconds), indent=2) + "\n"
 
 
-_MARK = {audit_mod.PASS: "OK  ", audit_mod.WARN: "WARN", audit_mod.FAIL: "FAIL", audit_mod.SKIP: "SKIP"}
+_MARK = {audit_mod.PASS: "OK  ", audit_mod.WARN: "WARN", audit_mod.FAIL: "FAIL", audit_mod.SKIP: "SKIP",
+         audit_mod.ERROR: "ERR "}
 
 
 def render_text(report: audit_mod.Report, seconds: float = 0.0) -> str:
@@ -260,8 +258,9 @@ def render_text(report: audit_mod.Report, seconds: float = 0.0) -> str:
         for i in d["idle"]:
             lines.append(f"  {i['value']:<34} {i['nodes']:>5} {i['allocatable']:>6} {i['requested']:>9} {i['idle']:>6}")
     s = d["summary"]
+    errors = f", {s['error']} not judged by an error" if s["error"] else ""
     lines.append(f"{s['workloads']} GPU workloads: {s['fail']} failing (enforce would deny them, or a group runs "
-                 f"on mixed products), {s['warn']} warned, {s['skip']} not judged, {s['pass']} passed "
+                 f"on mixed products), {s['warn']} warned, {s['skip']} not judged{errors}, {s['pass']} passed "
                  f"({s['seconds']:.1f} s)")
     return "\n".join(lines) + "\n"
 

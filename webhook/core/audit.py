@@ -30,9 +30,10 @@ from webhook.core.resources import pod_gpus
 from webhook.core.settings import Settings
 from webhook.core.workloads import NOT_WORKLOADS
 
-PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 """A workload's result, in PolicyReport's words: ``fail`` is what enforce would deny, ``skip`` a GPU
-workload that could not be judged (never a pass)."""
+workload that could not be judged (never a pass), ``error`` one whose judgement failed (a bug:
+reported, never hidden, and the rest of the cluster is still judged)."""
 
 MIXED = "mixed-products"
 """Rule code: the pods of one multi-pod group run on more than one GPU product."""
@@ -49,14 +50,21 @@ BUILT_IN: tuple[tuple[str, str], ...] = (
     ("apps/v1", "daemonsets"), ("batch/v1", "jobs"), ("batch/v1", "cronjobs"),
 )
 """(apiVersion, resource) of the built-in workload kinds the webhook sees, and their pods."""
+MODELS: tuple[tuple[str, str], ...] = (("ome.io/v1beta1", "basemodels"), ("ome.io/v1beta1", "clusterbasemodels"))
+"""The context kinds no operator kind describes: OME's models, which its InferenceService reads
+(webhook/core/operators/ome.py). ConfigMaps are not listed: the webhook does not read them either."""
 
 
 def resources() -> tuple[tuple[str, str], ...]:
     """(apiVersion, resource) of everything an audit reads besides the nodes: the built-in workload
-    kinds and every operator kind (their runtimes and models included, which other kinds take their
-    pods from), once each."""
-    listed = [*BUILT_IN, *((k.api_version, k.plural) for k in operators.REGISTRY.kinds)]
-    return tuple(dict.fromkeys(listed))
+    kinds, every operator kind (their runtimes included, which other kinds take their pods from) and
+    OME's models (:data:`MODELS`), once each."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for api_version, plural in (*BUILT_IN, *((k.api_version, k.plural) for k in operators.REGISTRY.kinds), *MODELS):
+        # one version per resource: the API server serves every version of a resource's objects
+        # (KubeRay's v1 and v1alpha1 RayClusters are the same objects), so a second would list them twice
+        out.setdefault((api_version.rpartition("/")[0], plural), (api_version, plural))
+    return tuple(out.values())
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class Report:
     errors: tuple[str, ...] = field(default=())
 
 
-_ORDER = {PASS: 0, WARN: 1, SKIP: 2, FAIL: 3}
+_ORDER = {PASS: 0, WARN: 1, SKIP: 2, ERROR: 3, FAIL: 4}
 
 
 def worst(results: Iterable[str]) -> str:
@@ -183,24 +191,53 @@ def audit(objects: Sequence[Any], settings: Settings, inventory: Inventory | Non
         if _is_pod(obj) and isinstance(uid, str):
             pods_of.setdefault(top.get(uid, uid), []).append(obj)
     out = []
+    seen: set[str] = set()
     for obj in objects:
         meta = _meta(obj)
         uid = meta.get("uid")
-        if not isinstance(uid, str) or top.get(uid) != uid:
-            continue  # judged at its owner
+        if not isinstance(uid, str) or top.get(uid) != uid or uid in seen:
+            continue  # judged at its owner, or already (an object listed twice)
+        seen.add(uid)
+        if isinstance(obj, Mapping) and obj.get("kind") in operators.REGISTRY.context_only:
+            continue  # a runtime or model other kinds take their pods from: judged through them
         if not isinstance(obj, Mapping) or obj.get("kind") in NOT_WORKLOADS:
             continue
         if namespaces and meta.get("namespace") not in namespaces:
             continue
         if _is_pod(obj) and _phase(obj) in DONE_PHASES:
             continue  # a finished pod runs nothing and holds no GPU
-        judged = engine.judge(engine.Request(obj, mode="enforce", context=context), settings, inventory)
+        try:
+            judged = engine.judge(engine.Request(_as_created(obj), mode="enforce", context=context), settings,
+                                  inventory)
+        except Exception as exc:  # noqa: BLE001 - a bug on one object: its one error result, the rest judged
+            out.append(_failed(obj, exc))
+            continue
         if not judged.results:
             continue  # a kind with no pod template and no GPU request: not a workload
         if not any(_gpu_work(r) for r in judged.results):
             continue  # no GPU template: not gpu-admission's business
         out.append(_workload(obj, judged, pods_of.get(uid, []), settings, inventory))
     return Report(tuple(out), idle(objects, settings, inventory) if inventory is not None else ())
+
+
+def _as_created(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object as it was written: a running pod's ``spec.nodeName`` is the scheduler's binding,
+    not a choice its author made (judged, it would read as a pin that bypasses the scheduler). Where
+    the pod landed is the placement evidence instead (:func:`_landed`). A shallow copy; the snapshot
+    is not changed."""
+    spec = obj.get("spec")
+    if obj.get("kind") != "Pod" or not isinstance(spec, Mapping) or "nodeName" not in spec:
+        return obj
+    return {**obj, "spec": {k: v for k, v in spec.items() if k != "nodeName"}}
+
+
+def _failed(obj: Mapping[str, Any], exc: Exception) -> WorkloadAudit:
+    meta = _meta(obj)
+    message = (f"error: gpu-admission could not judge this {obj.get('kind')}: {type(exc).__name__}: "
+               f"{str(exc)[:200]} (a bug: please report it with the object)")
+    return WorkloadAudit(kind=str(obj.get("kind")), api_version=str(obj.get("apiVersion", "")),
+                         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+                         uid=str(meta.get("uid")), result=ERROR, findings=(Finding("error", ERROR, message),))
 
 
 def _gpu_work(r: engine.TemplateResult) -> bool:
@@ -235,6 +272,7 @@ def _workload(obj: Mapping[str, Any], judged: engine.Judgement, pods: Sequence[M
             findings.append(Finding("admitted", PASS, f"{r.decision.tier or 'no tier'}", where))
     landed = _landed(pods, settings, inventory)
     findings.extend(_placement(judged, landed, settings))
+    findings = list({(f.rule, f.result, f.message): f for f in findings}.values())  # templates that say the same
     secrets = judged.secrets  # messages may quote a command line: never a secret env value of it
     if secrets:
         findings = [replace(f, message=redact(f.message, secrets)) for f in findings]

@@ -52,7 +52,7 @@ OPENREPORTS = Api("openreports.io/v1alpha1", "Report", "ClusterReport", "reports
                   report_source=True)
 APIS = (WGPOLICY, OPENREPORTS)
 
-SEVERITY = {audit.FAIL: "high", audit.WARN: "medium", audit.SKIP: "low", audit.PASS: "info"}
+SEVERITY = {audit.FAIL: "high", audit.ERROR: "medium", audit.WARN: "medium", audit.SKIP: "low", audit.PASS: "info"}
 """A result's severity by its result: what enforce would deny is high, a warning medium."""
 RULE_SEVERITY = {audit.MIXED: "critical"}
 """Rules more severe than their result says: a group split over products is the failure this project
