@@ -214,3 +214,24 @@ def test_a_bound_pods_node_name_is_the_schedulers_not_a_pin() -> None:
     (w,) = audit.audit([bound], S, INVENTORY).workloads
     assert "missing-homogeneous-selector" not in {f.rule for f in w.findings}, w.findings
     assert audit.WRONG_TIER in {f.rule for f in w.findings} and bound["spec"]["nodeName"] == "l40s-2"
+
+
+def test_owned_objects_kept_as_evidence_give_the_same_report() -> None:
+    """The CLI keeps only the evidence of what a listed controller owns (a pod's node, GPU requests
+    and phase; a ReplicaSet's or Job's owner): the report is the same as from the whole objects,
+    and an object owned by a kind the audit does not list is kept whole (it is judged itself)."""
+    kinds = audit.listed_kinds()
+    slim = [audit.evidence(o, kinds) for o in SNAPSHOT]
+    assert slim[SNAPSHOT.index(LLAMA_RS)]["metadata"].keys() == {"name", "namespace", "uid", "ownerReferences"}
+    assert "spec" not in slim[SNAPSHOT.index(LLAMA_RS)]
+    pod_ = slim[SNAPSHOT.index(LLAMA_PODS[0])]
+    assert pod_["spec"]["nodeName"] == "a100-3" and "command" not in pod_["spec"]["containers"][0]
+    assert slim[SNAPSHOT.index(LLAMA)] is LLAMA and slim[SNAPSHOT.index(BARE)] is BARE
+
+    def facts(report: audit.Report) -> list[tuple]:
+        return [(w.name, w.result, tuple((f.rule, f.result) for f in w.findings), w.landed) for w in report.workloads]
+
+    assert facts(audit.audit(slim, S, INVENTORY)) == facts(audit.audit(SNAPSHOT, S, INVENTORY))
+    stranger = pod("ours", "serving", "p7", TP4, "a100-1", [{"apiVersion": "example.com/v1", "kind": "Trainer",
+                                                             "name": "t", "uid": "t1", "controller": True}])
+    assert audit.evidence(stranger, kinds) is stranger

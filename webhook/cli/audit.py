@@ -28,6 +28,7 @@ from webhook.core.workloads import documents
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PAGE = 500
 """Objects per list call: what ``kubectl`` asks for (its ``--chunk-size`` default)."""
+_LISTED_KINDS = audit_mod.listed_kinds()
 PROGRESS_EVERY = 2000
 """A progress line on stderr every this many objects read (a large cluster takes a while)."""
 
@@ -189,14 +190,16 @@ def _pages(api_client: Any, path: str) -> Iterator[dict[str, Any]]:
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
     """What the audit keeps of a listed object: a node's name, labels, capacity and allocatable (as
-    the webhook's node watch keeps them); a pod without its status but its phase; others without
-    status and managedFields. A cluster's pods are most of what an audit holds in memory."""
+    the webhook's node watch keeps them); an object a listed controller owns, its evidence only
+    (:func:`webhook.core.audit.evidence`); a pod without its status but its phase; others without
+    status and managedFields."""
     if obj.get("kind") == "Node":
         facts = node_facts(obj)
         return {"apiVersion": "v1", "kind": "Node", **facts} if facts else obj
+    obj = dict(audit_mod.evidence(obj, _LISTED_KINDS))
     meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
     if obj.get("kind") == "Pod":
         status = obj.get("status")
         obj["status"] = {"phase": status.get("phase")} if isinstance(status, dict) else {}

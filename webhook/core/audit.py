@@ -55,6 +55,50 @@ MODELS: tuple[tuple[str, str], ...] = (("ome.io/v1beta1", "basemodels"), ("ome.i
 (webhook/core/operators/ome.py). ConfigMaps are not listed: the webhook does not read them either."""
 
 
+BUILT_IN_KINDS: Mapping[str, str] = {"pods": "Pod", "replicasets": "ReplicaSet", "deployments": "Deployment",
+                                     "statefulsets": "StatefulSet", "daemonsets": "DaemonSet", "jobs": "Job",
+                                     "cronjobs": "CronJob"}
+
+
+def listed_kinds() -> frozenset[tuple[str, str]]:
+    """(API group, kind) of everything :func:`resources` lists: an object whose controller is one of
+    these is judged at that controller, so only its evidence needs keeping (:func:`evidence`)."""
+    out = {(v.rpartition("/")[0], BUILT_IN_KINDS[r]) for v, r in BUILT_IN}
+    out |= {(k.api_version.rpartition("/")[0], k.kind) for k in operators.REGISTRY.kinds}
+    return frozenset(out)
+
+
+def evidence(obj: Mapping[str, Any], kinds: frozenset[tuple[str, str]]) -> Mapping[str, Any]:
+    """What the audit reads of an object a listed controller owns: for a pod, its name, uid, owner,
+    node, GPU requests and phase (where it landed, :func:`_landed`); for anything else (a
+    ReplicaSet, a Job), its name, uid and owner (the chain to the top owner). ``obj`` as it is when
+    its controller is not a listed kind (it is then judged itself). A cluster's pods and
+    ReplicaSets are most of what an audit holds: their templates, env and volumes are dropped."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return obj
+    owners = meta.get("ownerReferences")
+    controller = next((o for o in owners if isinstance(o, Mapping) and o.get("controller") is True),
+                      None) if isinstance(owners, list) else None
+    if controller is None or (str(controller.get("apiVersion", "")).rpartition("/")[0],
+                              controller.get("kind")) not in kinds:
+        return obj
+    slim_meta = {k: meta[k] for k in ("name", "namespace", "uid", "ownerReferences") if k in meta}
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": slim_meta}
+    spec = obj.get("spec")
+    if obj.get("kind") == "Pod" and isinstance(spec, Mapping):
+        kept: dict[str, Any] = {k: spec[k] for k in ("nodeName",) if k in spec}
+        for section in ("containers", "initContainers"):
+            items = spec.get(section)
+            if isinstance(items, list):
+                kept[section] = [{k: c[k] for k in ("name", "resources", "restartPolicy") if k in c}
+                                 for c in items if isinstance(c, Mapping)]
+        out["spec"] = kept
+        status = obj.get("status")
+        out["status"] = {"phase": status.get("phase")} if isinstance(status, Mapping) else {}
+    return out
+
+
 def resources() -> tuple[tuple[str, str], ...]:
     """(apiVersion, resource) of everything an audit reads besides the nodes: the built-in workload
     kinds, every operator kind (their runtimes included, which other kinds take their pods from) and
