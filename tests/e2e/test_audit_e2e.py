@@ -4,9 +4,9 @@ from the manifests, and the report CRDs as their projects publish them (Kyverno'
 ``wgpolicyk8s.io`` PolicyReport CRDs and openreports/reports-api's ``openreports.io`` ones, taken
 from their Go modules; not copied here).
 
-- A JobSet whose pods were placed while the webhook did not see its namespace (gpu-admission.io/mode
-  off, as before an install): its two replicated Jobs pinned to A100 and to H100, so the group's
-  pods straddle the two products.
+- A JobSet whose pods were placed before the webhook was installed (its configurations removed for
+  the while, then installed again): its two replicated Jobs pinned to A100 and to H100, so the
+  group's pods straddle the two products.
 - A Deployment created while its namespace is in audit: a 70B model at TP4 pinned to L40S, admitted
   with warnings, its pod running on the L40S node.
 - `gpu-admission audit` (live, pages of 500, with the reporter's own credentials) reports both as
@@ -158,14 +158,22 @@ def cluster(installed: Installed, control_plane_bin: Path, report_crds: None,
     nodes = [gpu_node(f"audit-{kind}-{i}", product, taints=[TAINT])
              for kind, product, count in (("a100", A100, 3), ("h100", H100, 2), ("l40s", L40S, 1)) for i in range(count)]
     create_nodes(cp, nodes)
-    cp.namespace(LEGACY, {"gpu-admission.io/mode": "off"})
+    cp.namespace(LEGACY)  # no mode label: the webhook enforces it once it is installed
     cp.namespace(AUDITED, {"gpu-admission.io/mode": "audit"})
     with running_operators(cp, control_plane_bin, tmp_path_factory.mktemp("audit-operators"), names=("jobset",)):
-        cp.apply([jobset()])
+        # the JobSet runs before the webhook is installed: its configurations are removed, the JobSet
+        # controller and the Job controller make its pods, kube-scheduler binds them where their pins
+        # say, and the webhook is installed again (the session's other modules need it)
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            cp.run("delete", kind, "gpu-admission")
+        try:
+            cp.apply([jobset()])
+            wait_for("the JobSet's 4 pods bound", lambda: len(bound_pods(cp, LEGACY)) >= 4, 120)
+        finally:
+            installed.reinstall()
         created = cp.run("create", "-f", "-", stdin=json.dumps(deployment(L40S)), check=False)
         assert created.returncode == 0, created.stderr
         assert "Warning:" in created.stderr  # audit namespace: admitted with the webhook's warnings
-        wait_for("the JobSet's 4 pods bound", lambda: len(bound_pods(cp, LEGACY)) >= 4, 120)
         wait_for("the Deployment's pod bound", lambda: len(bound_pods(cp, AUDITED)) >= 1, 120)
         yield cp
     cp.run("delete", "namespace", LEGACY, AUDITED, "--wait=false", check=False)
