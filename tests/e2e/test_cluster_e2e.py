@@ -131,6 +131,20 @@ def test_make_cluster_is_a_rehearsal(tmp_path: Path) -> None:
         assert any(key.endswith(".gpu-admission.io/message") and "tier-mismatch" in value
                    for key, value in notes.items()), notes
 
+        # gpu-admission audit reads this cluster (every example applied, the audited pod on L40S): every
+        # GPU workload judged once, none in error, the audited pod failing with its fix, the capacity
+        # of each product the fleet has
+        done = subprocess.run([sys.executable, "-m", "webhook", "audit", "--kubeconfig", kubeconfig, "--output", "json"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        rows = [w for ws in report["namespaces"].values() for w in ws]
+        assert len(rows) >= 30 and not [w for w in rows if w["result"] == "error"], rows
+        assert len({w["uid"] for w in rows}) == len(rows)  # each judged once (v1 and v1alpha1 are one object)
+        (pod,) = [w for w in report["namespaces"]["demo-audit"] if w["name"] == "llama-70b-on-l40s"]
+        assert pod["result"] == "fail" and any(f["rule"] == "tier-mismatch" for f in pod["findings"]), pod
+        assert {i["value"] for i in report["idle"]} >= {"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L40S"}
+
         # the webhook dies: it is restarted on the same port, and admission works again
         policy = work / "webhook" / "policy.yaml"
         pids = subprocess.run(["pgrep", "-f", str(policy)], capture_output=True, text=True).stdout.split()
