@@ -94,3 +94,14 @@ def test_a_runtime_in_the_dump_is_the_context_of_the_kind_that_names_it(tmp_path
     rows = [w for ws in json.loads(out)["namespaces"].values() for w in ws]
     assert [w["kind"] for w in rows] == ["TrainJob"], rows
     assert not any("not in the input" in f["message"] for f in rows[0]["findings"]), rows[0]["findings"]
+
+
+@pytest.mark.parametrize("command", [["audit"], ["reporter", "--once"]])
+def test_a_cluster_that_cannot_be_read_is_one_line_and_exit_2(command: list[str], tmp_path: Path) -> None:
+    """A kubeconfig that is not one (here: an empty file) is the live commands' most common first
+    error: one line that says so, exit 2, no traceback."""
+    empty = tmp_path / "kubeconfig"
+    empty.write_text("")
+    code, out, err = run(*command, "--kubeconfig", str(empty))
+    assert code == 2 and not out, err
+    assert "cannot read the cluster" in err and "Traceback" not in err

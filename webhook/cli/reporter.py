@@ -207,8 +207,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     from webhook.server import load_client
 
-    api_client = load_client(args.kubeconfig).api_client
-    apis = served(api_client)
+    try:
+        api_client = load_client(args.kubeconfig).api_client
+        apis = served(api_client)
+    except Exception as exc:  # noqa: BLE001 - credentials, RBAC, network: one clear line, exit 2
+        print(f"gpu-admission reporter: cannot read the cluster: {type(exc).__name__}: {str(exc)[:300]}", file=err)
+        return 2
     if not apis:
         print("gpu-admission reporter: the cluster serves neither wgpolicyk8s.io/v1alpha2 nor openreports.io/v1alpha1 "
               "reports: install one of their CRDs (docs/install.md, Reports)", file=err)
