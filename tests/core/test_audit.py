@@ -175,8 +175,9 @@ def test_an_object_listed_twice_is_judged_once_and_runtimes_are_context() -> Non
     """The API server serves every version of a resource (KubeRay's v1 and v1alpha1 RayClusters are
     the same objects): the audit lists one version of each, and judges a uid once whatever it is
     given. A runtime other kinds take their pods from (a ClusterServingRuntime) is not a workload."""
-    twice = audit.audit([LLAMA, LLAMA_RS, *LLAMA_PODS, LLAMA], S, INVENTORY)
-    assert [w.name for w in twice.workloads] == ["llama-70b"]
+    twice = audit.audit([LLAMA, LLAMA_RS, *LLAMA_PODS, LLAMA, *LLAMA_PODS], S, INVENTORY)
+    assert [w.name for w in twice.workloads] == ["llama-70b"] and len(twice.workloads[0].landed) == 2
+    assert {i.value: i.requested for i in twice.idle}["NVIDIA-L40S"] == 4
     listed = audit.resources()
     assert len({(v.rpartition("/")[0], r) for v, r in listed}) == len(listed)
     assert ("ray.io/v1", "rayclusters") in listed and ("ray.io/v1alpha1", "rayclusters") not in listed

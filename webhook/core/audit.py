@@ -19,7 +19,7 @@ Pure: plain objects in, frozen values out; reading the cluster is the CLI's job
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core import engine, operators
@@ -167,9 +167,11 @@ class Idle:
 
 @dataclass(frozen=True)
 class Report:
+    """The audit of one snapshot: its GPU workloads in the snapshot's order, and the capacity per
+    product label value."""
+
     workloads: tuple[WorkloadAudit, ...]
     idle: tuple[Idle, ...] = ()
-    errors: tuple[str, ...] = field(default=())
 
 
 _ORDER = {PASS: 0, WARN: 1, SKIP: 2, ERROR: 3, FAIL: 4}
@@ -229,11 +231,11 @@ def audit(objects: Sequence[Any], settings: Settings, inventory: Inventory | Non
     run. ``namespaces``: judge only the workloads of these (all when empty); the idle capacity is
     always the whole cluster's."""
     top = top_owners(objects)
-    pods_of: dict[str, list[Mapping[str, Any]]] = {}
+    pods_of: dict[str, dict[str, Mapping[str, Any]]] = {}
     for obj in objects:
         uid = _meta(obj).get("uid")
         if _is_pod(obj) and isinstance(uid, str):
-            pods_of.setdefault(top.get(uid, uid), []).append(obj)
+            pods_of.setdefault(top.get(uid, uid), {}).setdefault(uid, obj)  # a pod listed twice counts once
     out = []
     seen: set[str] = set()
     for obj in objects:
@@ -260,7 +262,7 @@ def audit(objects: Sequence[Any], settings: Settings, inventory: Inventory | Non
             continue  # a kind with no pod template and no GPU request: not a workload
         if not any(_gpu_work(r) for r in judged.results):
             continue  # no GPU template: not gpu-admission's business
-        out.append(_workload(obj, judged, pods_of.get(uid, []), settings, inventory))
+        out.append(_workload(obj, judged, tuple(pods_of.get(uid, {}).values()), settings, inventory))
     return Report(tuple(out), idle(objects, settings, inventory) if inventory is not None else ())
 
 
@@ -382,9 +384,11 @@ def _placement(judged: engine.Judgement, landed: Sequence[Landed], settings: Set
 def idle(objects: Sequence[Any], settings: Settings, inventory: Inventory) -> tuple[Idle, ...]:
     """Per product label value: trusted nodes, allocatable GPUs and what running pods request."""
     requested: dict[str, int] = {}
+    counted_pods: set[Any] = set()
     for obj in objects:
-        if not _is_pod(obj):
-            continue
+        if not _is_pod(obj) or _meta(obj).get("uid") in counted_pods:
+            continue  # a pod listed twice holds its GPUs once
+        counted_pods.add(_meta(obj).get("uid"))
         spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
         status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
         node = spec.get("nodeName")
