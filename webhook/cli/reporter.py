@@ -104,7 +104,8 @@ def served(api_client: Any) -> tuple[pr.Api, ...]:
 
 class Writer:
     """Creates, replaces and deletes this project's reports (label :data:`pr.MANAGED_BY`) through
-    the generic API client, remembering what it last wrote so an unchanged report is not rewritten."""
+    the generic API client. Each scan reads the reports as they are, so a report whose results did
+    not change is not rewritten and one edited or deleted by hand is put back."""
 
     def __init__(self, api_client: Any, apis: tuple[pr.Api, ...]) -> None:
         self.api = api_client
