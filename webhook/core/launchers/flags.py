@@ -351,6 +351,20 @@ TRL_FLAGS = {
     **_table(("--accelerate-config", "accelerate_config", V)),
 }
 
+XDIT_FLAGS = _table(
+    # xdit-project/xDiT xfuser/config/args.py @ 045d2f903eb67138e9515fa8e004a1819556bb1c (xFuserArgs):
+    # the parallel degrees of a diffusion launch (its FlexibleArgumentParser takes - for _)
+    ("--pipefusion-parallel-degree", "pipefusion_parallel_degree", V),
+    ("--ulysses-degree", "ulysses_degree", V),
+    ("--ring-degree", "ring_degree", V),
+    ("--use-cfg-parallel", "use_cfg_parallel", B),
+    ("--data-parallel-degree", "data_parallel_degree", V),
+    ("--tensor-parallel-degree", "tensor_parallel_degree", V),
+    # DeepSpeedExamples inference-test.py: run deepspeed.init_inference
+    ("--ds-inference", "ds_inference", B),
+)
+"""The flags that tell an inference script run by a training launcher (``launchers.inference_scripts``)."""
+
 DEEPSPEED_FLAGS = _table(
     ("--num-gpus", "procs_per_node", V),
     ("--num-nodes", "nnodes", V),

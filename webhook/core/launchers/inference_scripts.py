@@ -32,11 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from webhook.core.launchers.flags import XDIT_FLAGS
 from webhook.core.launchers.programs import base
+from webhook.core.launchers.scan import scan
 from webhook.core.launchers.spec import Spec
 
-XDIT_FLAGS = ("pipefusion_parallel_degree", "ulysses_degree", "ring_degree", "use_cfg_parallel")
-"""Flags only xDiT's argument parser has (one is enough to recognise it)."""
+XDIT_ONLY = ("pipefusion_parallel_degree", "ulysses_degree", "ring_degree", "use_cfg_parallel")
+"""Fields of :data:`~webhook.core.launchers.flags.XDIT_FLAGS` only xDiT's argument parser has (one
+is enough to recognise it)."""
 _XDIT_DEGREES = ("data_parallel_degree", "ulysses_degree", "ring_degree", "pipefusion_parallel_degree",
                  "tensor_parallel_degree")
 DS_INFERENCE_FLAGS = ("ds_inference",)
@@ -44,26 +47,8 @@ DS_INFERENCE_FLAGS = ("ds_inference",)
 _INFERENCE_SCRIPT = re.compile(r"(?:^|[_\-.])(?:inference|infer|generate|generation|serve|serving)(?:[_\-.]|$)")
 """A script named for inference: ``inference-test.py``, ``run_generation.py``, ``ds_serve.py``."""
 MAX_TOKENS = 512
+"""Script arguments read (bounded for hostile input)."""
 MAX_DEGREE = 4096
-
-
-def _flags(tokens: Sequence[str]) -> dict[str, str | None]:
-    """``--name value`` / ``--name=value`` / ``--name`` of ``tokens``, names with dashes read as
-    underscores; the value is the next token when it is not a flag (xDiT's flags are all
-    ``--name value`` or switches)."""
-    out: dict[str, str | None] = {}
-    toks = list(tokens[:MAX_TOKENS])
-    for i, tok in enumerate(toks):
-        if not tok.startswith("--") or len(tok) > 128:
-            continue
-        name, eq, value = tok[2:].partition("=")
-        name = name.replace("-", "_")
-        if eq:
-            out.setdefault(name, value)
-        else:
-            nxt = toks[i + 1] if i + 1 < len(toks) else None
-            out.setdefault(name, nxt if nxt is not None and not nxt.startswith("-") else None)
-    return out
 
 
 def _degree(raw: str | None) -> int | None:
@@ -78,8 +63,8 @@ def recognise(tokens: Sequence[str], b: Spec) -> bool:
     Inference, make ``b`` an inference launch and return True; else change nothing, False."""
     if not tokens:
         return False
-    flags = _flags(tokens[1:])
-    if any(f in flags for f in XDIT_FLAGS):
+    flags = {k: v for k, (v, _spelled) in scan(tokens[1:MAX_TOKENS + 1], XDIT_FLAGS).values.items()}
+    if any(f in flags for f in XDIT_ONLY):
         _xdit(flags, b)
         return True
     if b.fields.get("framework") == "deepspeed" and (
@@ -89,7 +74,7 @@ def recognise(tokens: Sequence[str], b: Spec) -> bool:
     return False
 
 
-def _xdit(flags: dict[str, str | None], b: Spec) -> None:
+def _xdit(flags: dict[str, str], b: Spec) -> None:
     degrees = {name: _degree(flags.get(name)) or 1 for name in _XDIT_DEGREES}
     cfg = 2 if "use_cfg_parallel" in flags else 1
     tp = degrees["tensor_parallel_degree"]
