@@ -22,7 +22,7 @@ from webhook.core import audit as audit_mod, engine, nodepools
 from webhook.core.inventory import node_facts
 from webhook.core.nodepools import nodepool_objects
 from webhook.core.redaction import redact
-from webhook.core.settings import SettingsError, load as load_settings
+from webhook.core.settings import Settings, SettingsError, load as load_settings
 from webhook.core.workloads import documents
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -61,11 +61,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except Exception as exc:  # noqa: BLE001 - credentials, RBAC, network: one clear line, exit 2
         print(f"gpu-admission audit: cannot read the cluster: {type(exc).__name__}: {str(exc)[:300]}", file=err)
         return EXIT_USAGE
-    nodes = [o for o in objects if isinstance(o, Mapping) and o.get("kind") == "Node"]
-    pools = [p for o in objects for p in nodepool_objects(o)]
-    inventory = build_inventory(nodes, settings, nodepools=pools) if nodes else None
-    kept = [o for o in objects if isinstance(o, Mapping) and o.get("kind") not in ("Node", "NodePool")]
-    report = audit_mod.audit(kept, settings, inventory, context=context_of(kept), namespaces=frozenset(args.namespace))
+    report = judge_snapshot(objects, settings, namespaces=frozenset(args.namespace))
     render = {"json": render_json, "junit": render_junit, "text": render_text}[args.output]
     out.write(redact(render(report, seconds=time.monotonic() - started)))
     if any(w.result == audit_mod.ERROR for w in report.workloads):
@@ -82,6 +78,18 @@ def _from_files(paths: Sequence[str]) -> list[Any]:
         raise sources.InputError(f"{', '.join(paths)}: no objects (save a dump with: kubectl get "
                                  "nodes,pods,deployments,statefulsets,jobs -A -o yaml > dump.yaml)")
     return out
+
+
+def judge_snapshot(objects: Sequence[Any], settings: Settings, *,
+                   namespaces: frozenset[str] = frozenset()) -> audit_mod.Report:
+    """The audit of a listed or dumped cluster: its nodes and Karpenter NodePools become the
+    inventory, the rest is judged (:func:`webhook.core.audit.audit`) with the runtimes among it as
+    context. ``audit`` and the reporter both call this."""
+    nodes = [o for o in objects if isinstance(o, Mapping) and o.get("kind") == "Node"]
+    pools = [p for o in objects for p in nodepool_objects(o)]
+    inventory = build_inventory(nodes, settings, nodepools=pools) if nodes else None
+    kept = [o for o in objects if isinstance(o, Mapping) and o.get("kind") not in ("Node", "NodePool")]
+    return audit_mod.audit(kept, settings, inventory, context=context_of(kept), namespaces=namespaces)
 
 
 def context_of(objects: Sequence[Any]) -> dict[tuple[str, str, str], Any]:

@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from webhook.cli import audit as audit_cli
-from webhook.cli.inventory import build as build_inventory
 from webhook.core import audit as audit_mod, policy_reports as pr
-from webhook.core.nodepools import nodepool_objects
 from webhook.core.settings import SettingsError, load as load_settings
 
 DEFAULT_INTERVAL = 60.0
@@ -127,8 +125,8 @@ class Writer:
                     found[meta.get("namespace") if namespaced else None] = item
         return found
 
-    def sync(self, report: audit_mod.Report, now: int) -> None:
-        rows = pr.results(report, now)
+    def sync(self, report: audit_mod.Report, rows: Mapping[str, list[dict[str, Any]]], now: int) -> None:
+        """Write ``rows`` (:func:`pr.results` of ``report``) and the cluster report of ``report``."""
         for api in self.apis:
             existing = self._existing(api)
             for ns, items in rows.items():
@@ -155,15 +153,11 @@ class Writer:
 def scan_once(api_client: Any, settings: Any, writer: Writer, metrics: Metrics, err: TextIO,
               clock: Callable[[], float] = time.time) -> audit_mod.Report:
     started = time.monotonic()
-    objects = list(audit_cli.objects_of(api_client, err))
-    nodes = [o for o in objects if o.get("kind") == "Node"]
-    pools = [p for o in objects for p in nodepool_objects(o)]
-    inventory = build_inventory(nodes, settings, nodepools=pools) if nodes else None
-    kept = [o for o in objects if o.get("kind") not in ("Node", "NodePool")]
-    report = audit_mod.audit(kept, settings, inventory, context=audit_cli.context_of(kept))
+    report = audit_cli.judge_snapshot(list(audit_cli.objects_of(api_client, err)), settings)
     now = int(clock())
-    writer.sync(report, now)
-    metrics.scanned(pr.results(report, now), time.monotonic() - started, clock())
+    rows = pr.results(report, now)
+    writer.sync(report, rows, now)
+    metrics.scanned(rows, time.monotonic() - started, clock())
     return report
 
 
