@@ -124,14 +124,19 @@ def _credentials(cp: ControlPlane, spec: OperatorSpec, role: dict, workdir: Path
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
          "subjects": [{"kind": "ServiceAccount", "name": spec.service_account, "namespace": spec.namespace}]},
     ])
-    token = cp.run("create", "token", spec.service_account, "-n", spec.namespace,
+    return token_kubeconfig(cp, spec.service_account, spec.namespace, workdir / "kubeconfig")
+
+
+def token_kubeconfig(cp: ControlPlane, service_account: str, namespace: str, path: Path) -> Path:
+    """A kubeconfig at ``path`` that authenticates as ``service_account`` with a token the apiserver
+    issues (``kubectl create token``), and trusts the apiserver as the admin kubeconfig does."""
+    token = cp.run("create", "token", service_account, "-n", namespace,
                    f"--duration={TOKEN_DURATION}").stdout.strip()
     admin = json.loads(cp.kubeconfig.read_text())
-    config = dict(admin, users=[{"name": spec.service_account, "user": {"token": token}}],
-                  contexts=[{"name": "operator", "context": {"cluster": admin["clusters"][0]["name"],
-                                                             "user": spec.service_account}}],
-                  **{"current-context": "operator"})
-    path = workdir / "kubeconfig"
+    config = dict(admin, users=[{"name": service_account, "user": {"token": token}}],
+                  contexts=[{"name": service_account, "context": {"cluster": admin["clusters"][0]["name"],
+                                                                  "user": service_account}}],
+                  **{"current-context": service_account})
     path.write_text(json.dumps(config, indent=1))
     os.chmod(path, 0o600)
     return path

@@ -21,7 +21,6 @@ from their Go modules; not copied here).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ import pytest
 import yaml
 
 from control_plane import ROOT, ControlPlane, Installed, create_nodes, free_port, gpu_node
-from operators_plane import running_operators, wait_established
+from operators_plane import running_operators, token_kubeconfig, wait_established
 
 pytestmark = pytest.mark.e2e
 
@@ -127,15 +126,7 @@ def reporter_kubeconfig(installed: Installed, manifest_tree, tmp_path_factory: p
             and "reporter" in d["metadata"]["name"]]
     assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     cp.apply(rbac)
-    token = cp.run("create", "token", SA, "-n", "gpu-admission", "--duration=2h").stdout.strip()
-    admin = json.loads(cp.kubeconfig.read_text())
-    config = dict(admin, users=[{"name": SA, "user": {"token": token}}],
-                  contexts=[{"name": "reporter", "context": {"cluster": admin["clusters"][0]["name"], "user": SA}}],
-                  **{"current-context": "reporter"})
-    path = tmp_path_factory.mktemp("reporter") / "kubeconfig"
-    path.write_text(json.dumps(config))
-    os.chmod(path, 0o600)
-    return path
+    return token_kubeconfig(cp, SA, "gpu-admission", tmp_path_factory.mktemp("reporter") / "kubeconfig")
 
 
 @pytest.fixture(scope="module")
