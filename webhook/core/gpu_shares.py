@@ -54,7 +54,7 @@ from webhook.core import dra, inference, sizing
 from webhook.core.domain import GpuProduct, LabelOption, WorkloadProfile
 from webhook.core.placing import describe
 from webhook.core.counts import ASCII_SPACE, parse_count
-from webhook.core.resources import pod_gpus
+from webhook.core.resources import pod_gpus, requested_names
 from webhook.core.settings import Settings
 from webhook.core.workloads import PodTemplate, pod_templates
 
@@ -124,15 +124,10 @@ def mig_slices(spec: Mapping[str, Any], spec_pointer: str, gpu_resources: tuple[
     """The MIG resources of a pod spec that the policy does not count as GPUs already, each with the
     pod's effective count of it (:func:`pod_gpus`: init containers and sidecars as Kubernetes has them)."""
     names: dict[str, re.Match[str]] = {}
-    for section in ("containers", "initContainers"):
-        containers = spec.get(section)
-        for container in containers if isinstance(containers, list) else []:
-            res = container.get("resources") if isinstance(container, Mapping) else None
-            for values in (res.get("limits"), res.get("requests")) if isinstance(res, Mapping) else ():
-                for name in values if isinstance(values, Mapping) else ():
-                    match = MIG_RESOURCE.match(name) if isinstance(name, str) else None
-                    if match and name not in gpu_resources:
-                        names.setdefault(name, match)
+    for name in requested_names(spec):
+        match = MIG_RESOURCE.match(name)
+        if match and name not in gpu_resources:
+            names.setdefault(name, match)
     out = []
     for name, match in names.items():
         count = pod_gpus(spec, spec_pointer, (name,)).gpus

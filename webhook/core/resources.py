@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -145,6 +145,19 @@ def pod_gpus(spec: Mapping[str, Any], spec_pointer: str, resources: Iterable[str
         else:
             init_peak = max(init_peak, sidecars + n)
     return GpuRequest(max(app_total + sidecars, init_peak), tuple(problems), by_container)
+
+
+def requested_names(spec: Mapping[str, Any]) -> Iterator[str]:
+    """Every resource name a container or init container of ``spec`` puts in its limits or requests
+    (repeats included, no quantity read): what says which kinds of device a pod asks for."""
+    for section in ("containers", "initContainers"):
+        containers = spec.get(section)
+        for container in containers if isinstance(containers, list) else ():
+            res = container.get("resources") if isinstance(container, Mapping) else None
+            for values in (res.get("limits"), res.get("requests")) if isinstance(res, Mapping) else ():
+                for name in values if isinstance(values, Mapping) else ():
+                    if isinstance(name, str):
+                        yield name
 
 
 def _name(container: Any, fallback: str) -> str:

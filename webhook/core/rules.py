@@ -55,7 +55,7 @@ from webhook.core.placing import (
     tight_warning,
     unavailable,
 )
-from webhook.core.resources import pod_gpus
+from webhook.core.resources import pod_gpus, requested_names
 from webhook.core.selection import excludes_everywhere, pinned_values
 from webhook.core.settings import MODES, Settings, Tier
 from webhook.core.tiering import is_multi
@@ -240,27 +240,12 @@ def _other_vendor(spec: Mapping[str, Any], settings: Settings) -> str | None:
     the policy's label scheme labels (``amd.com/gpu`` under the GFD scheme), else ``None``. Counted
     by :func:`webhook.core.resources.pod_gpus`, as every GPU of the pod is."""
     for prefix, (vendor, scheme) in _VENDOR_RESOURCES.items():
-        if settings.label_scheme == scheme or not _names_resource(spec, prefix):
+        if settings.label_scheme == scheme or not any(n.startswith(prefix) for n in requested_names(spec)):
             continue  # most pods name no resource of that vendor: no count needed
         others = tuple(r for r in settings.gpu_resources if not r.startswith(prefix))
         if len(others) < len(settings.gpu_resources) and pod_gpus(spec, "", others).gpus == 0:
             return vendor
     return None
-
-
-def _names_resource(spec: Mapping[str, Any], prefix: str) -> bool:
-    """Whether a container or init container of ``spec`` names a resource starting with ``prefix``
-    in its limits or requests (a look at the names, no quantity parsed)."""
-    for section in ("containers", "initContainers"):
-        containers = spec.get(section)
-        for c in containers if isinstance(containers, list) else ():
-            res = c.get("resources") if isinstance(c, Mapping) else None
-            if not isinstance(res, Mapping):
-                continue
-            for values in (res.get("limits"), res.get("requests")):
-                if isinstance(values, Mapping) and any(isinstance(k, str) and k.startswith(prefix) for k in values):
-                    return True
-    return False
 
 
 # -- placement -------------------------------------------------------------------------------------
