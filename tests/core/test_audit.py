@@ -236,3 +236,12 @@ def test_owned_objects_kept_as_evidence_give_the_same_report() -> None:
     stranger = pod("ours", "serving", "p7", TP4, "a100-1", [{"apiVersion": "example.com/v1", "kind": "Trainer",
                                                              "name": "t", "uid": "t1", "controller": True}])
     assert audit.evidence(stranger, kinds) is stranger
+
+
+def test_pods_without_uids_each_hold_their_gpus() -> None:
+    """A hand-written dump may carry no uids: each pod still counts (only a uid listed twice is one)."""
+    a = pod("a", "serving", "x", pod_spec(QWEN_7B, 1), "l40s-1")
+    b = pod("b", "serving", "x", pod_spec(QWEN_7B, 1), "l40s-1")
+    for p in (a, b):
+        del p["metadata"]["uid"]
+    assert {i.value: i.requested for i in audit.audit([a, b], S, INVENTORY).idle}["NVIDIA-L40S"] == 2

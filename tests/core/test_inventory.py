@@ -12,7 +12,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from webhook.cli.inventory import summary, used_gpus
+from webhook.cli.inventory import summary
+from webhook.core.resources import used_gpus
 from webhook.cli.main import main
 from webhook.core import settings as settings_mod
 from tests.judging import judge

@@ -15,7 +15,7 @@ from typing import Any, Mapping, TextIO
 from webhook.cli import sources
 from webhook.core.inventory import Inventory, from_nodes, node_objects
 from webhook.core.nodepools import nodepool_objects
-from webhook.core.resources import pod_gpus
+from webhook.core.resources import used_gpus
 from webhook.core.settings import Settings, SettingsError, load as load_settings
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -36,19 +36,6 @@ def build(nodes: list[Any], settings: Settings, resource_version: str | None = N
     return from_nodes(nodes, label_key=settings.label_key, scheme=settings.label_scheme, catalog=settings.catalog,
                       gpu_resources=settings.gpu_resources, resource_version=resource_version,
                       nodepools=nodepools or ())
-
-
-def used_gpus(pods: list[Mapping[str, Any]], gpu_resources: tuple[str, ...]) -> dict[str, int]:
-    """GPUs requested by the pods bound to each node (finished pods hold none)."""
-    used: dict[str, int] = {}
-    for pod in pods:
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName")
-        phase = (pod.get("status") or {}).get("phase")
-        if not node or phase in ("Succeeded", "Failed"):
-            continue
-        used[node] = used.get(node, 0) + pod_gpus(spec, "/spec", gpu_resources).gpus
-    return used
 
 
 def summary(inventory: Inventory, settings: Settings, used: Mapping[str, int]) -> dict[str, Any]:

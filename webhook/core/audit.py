@@ -26,7 +26,7 @@ from webhook.core import engine, operators
 from webhook.core.domain import counted
 from webhook.core.inventory import Inventory
 from webhook.core.redaction import redact
-from webhook.core.resources import pod_gpus
+from webhook.core.resources import DONE_PHASES, bound_gpus, used_gpus
 from webhook.core.settings import Settings
 from webhook.core.workloads import NOT_WORKLOADS
 
@@ -41,9 +41,6 @@ WRONG_TIER = "wrong-tier"
 """Rule code: a GPU pod runs on a product outside the tier its workload is judged for."""
 UNTRUSTED_NODE = "untrusted-node"
 """Rule code: a multi-GPU pod runs on a node with mixed or mislabeled GPUs."""
-
-DONE_PHASES = frozenset({"Succeeded", "Failed"})
-"""Pods that hold no GPU any more (``kubectl`` lists them; the scheduler has forgotten them)."""
 
 BUILT_IN: tuple[tuple[str, str], ...] = (
     ("v1", "pods"), ("apps/v1", "replicasets"), ("apps/v1", "deployments"), ("apps/v1", "statefulsets"),
@@ -337,14 +334,10 @@ def _code(warning: str) -> str:
 def _landed(pods: Sequence[Mapping[str, Any]], settings: Settings, inventory: Inventory | None) -> tuple[Landed, ...]:
     out = []
     for pod in pods:
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        node = spec.get("nodeName")
-        if not isinstance(node, str) or not node or status.get("phase") in DONE_PHASES:
+        bound = bound_gpus(pod, settings.gpu_resources)
+        if bound is None or bound[1] <= 0:
             continue
-        gpus = pod_gpus(spec, "/spec", settings.gpu_resources).gpus
-        if gpus <= 0:
-            continue
+        node, gpus = bound
         facts = inventory.nodes.get(node) if inventory is not None else None
         out.append(Landed(str(_meta(pod).get("name") or ""), node, gpus, facts.value if facts else None,
                           facts.product if facts else None, bool(facts and facts.trusted)))
@@ -383,17 +376,8 @@ def _placement(judged: engine.Judgement, landed: Sequence[Landed], settings: Set
 
 def idle(objects: Sequence[Any], settings: Settings, inventory: Inventory) -> tuple[Idle, ...]:
     """Per product label value: trusted nodes, allocatable GPUs and what running pods request."""
-    requested: dict[str, int] = {}
-    counted_pods: set[Any] = set()
-    for obj in objects:
-        if not _is_pod(obj) or _meta(obj).get("uid") in counted_pods:
-            continue  # a pod listed twice holds its GPUs once
-        counted_pods.add(_meta(obj).get("uid"))
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-        node = spec.get("nodeName")
-        if isinstance(node, str) and node and status.get("phase") not in DONE_PHASES:
-            requested[node] = requested.get(node, 0) + pod_gpus(spec, "/spec", settings.gpu_resources).gpus
+    once = {_meta(o).get("uid") or id(o): o for o in objects if _is_pod(o)}  # a pod listed twice holds its GPUs once
+    requested = used_gpus(once.values(), settings.gpu_resources)
     out = []
     for value, pool in inventory.pools().items():
         members = [inventory.nodes[n] for n in pool.nodes]

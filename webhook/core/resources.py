@@ -147,6 +147,32 @@ def pod_gpus(spec: Mapping[str, Any], spec_pointer: str, resources: Iterable[str
     return GpuRequest(max(app_total + sidecars, init_peak), tuple(problems), by_container)
 
 
+DONE_PHASES = frozenset({"Succeeded", "Failed"})
+"""Phases of a pod that holds no GPU any more (``kubectl`` still lists it)."""
+
+
+def bound_gpus(pod: Mapping[str, Any], gpu_resources: Iterable[str]) -> tuple[str, int] | None:
+    """(node, GPUs) of a pod bound to a node and not finished, ``None`` for any other pod: what a
+    running pod holds of its node's GPUs."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    node = spec.get("nodeName")
+    if not isinstance(node, str) or not node or status.get("phase") in DONE_PHASES:
+        return None
+    return node, pod_gpus(spec, "/spec", gpu_resources).gpus
+
+
+def used_gpus(pods: Iterable[Mapping[str, Any]], gpu_resources: Iterable[str]) -> dict[str, int]:
+    """GPUs requested by the pods bound to each node (finished pods hold none)."""
+    names = tuple(gpu_resources)
+    used: dict[str, int] = {}
+    for pod in pods:
+        bound = bound_gpus(pod, names)
+        if bound is not None:
+            used[bound[0]] = used.get(bound[0], 0) + bound[1]
+    return used
+
+
 def requested_names(spec: Mapping[str, Any]) -> Iterator[str]:
     """Every resource name a container or init container of ``spec`` puts in its limits or requests
     (repeats included, no quantity read): what says which kinds of device a pod asks for."""
