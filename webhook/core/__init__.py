@@ -26,7 +26,7 @@ PUBLIC: tuple[str, ...] = (
     "inventory",   # Inventory, from_nodes, node_objects: the doors build it from Nodes they read
     "nodepools",   # nodepool_objects, the CRD coordinates: the doors read NodePools as they read Nodes
     "redaction",   # redact: the last filter on every text a door emits
-    "resources",   # pod_gpus: GPUs counted as Kubernetes counts them (inventory report)
+    "resources",   # pod_gpus, used_gpus: GPUs counted as Kubernetes counts them (inventory report, audit)
     "dra",         # judge_claim, KINDS: ResourceClaims, the server's second admission kind
     "scheduling",  # filter / prioritize: the extender's rules behind the server's routes
     "verdicts",    # key: a pod's content without its per-copy fields (the server's verdict memo)
